@@ -1,0 +1,52 @@
+"""ensvote: stopping a majority vote early.
+
+The statistics of two papers on halting the majority vote of a classification
+ensemble once its outcome is (almost) certain:
+
+* Hernández-Lobato, Martínez-Muñoz & Suárez (2011), inference on the prediction
+  of ensembles of infinite size: :func:`infinite_confidence`,
+  :func:`infinite_confidence_exact`, :class:`InfiniteRule`;
+* Soto, Suárez & Martínez-Muñoz (2016), an urn model for a finite ensemble:
+  :func:`finite_confidence`, :class:`UrnRule`, :func:`oob_prior`,
+  :func:`expected_queries`;
+
+plus the engine :func:`halt`, the rules :class:`ExactRule` and
+:class:`FixedRule`, and the scikit-learn meta-estimator
+:class:`HaltingClassifier`.
+"""
+
+from ._utils import SEED
+from .classifier import HaltingClassifier
+from .confidence import (
+    compositions,
+    current_majority,
+    finite_confidence,
+    infinite_confidence,
+    infinite_confidence_exact,
+    uniform_prior,
+)
+from .engine import HaltResult, halt
+from .priors import expected_queries, oob_prior
+from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, UrnRule
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SEED",
+    "HaltingClassifier",
+    "HaltResult",
+    "HaltingRule",
+    "InfiniteRule",
+    "UrnRule",
+    "ExactRule",
+    "FixedRule",
+    "compositions",
+    "current_majority",
+    "expected_queries",
+    "finite_confidence",
+    "halt",
+    "infinite_confidence",
+    "infinite_confidence_exact",
+    "oob_prior",
+    "uniform_prior",
+]

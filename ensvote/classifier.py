@@ -1,0 +1,191 @@
+"""scikit-learn meta-estimator: a voting ensemble that stops voting early."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier, RandomForestClassifier
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._utils import SEED
+from ._validation import check_probability
+from .engine import HaltResult, run_halting
+from .priors import oob_prior
+from .rules import HaltingRule, UrnRule, make_rule
+
+__all__ = ["HaltingClassifier"]
+
+_ENSEMBLES = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
+
+
+class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
+    """A voting ensemble whose members are queried one at a time until a rule stops.
+
+    ``fit`` fits the wrapped ensemble (and, for ``prior="oob"``, estimates the
+    prior of seed 002 from out-of-bag votes); ``predict`` queries each row's
+    members in their fitted order and returns the **hard majority vote** of
+    the members queried when the rule stops.
+
+    .. note:: scikit-learn's own ``RandomForestClassifier.predict`` averages the
+       trees' class *probabilities* (soft voting); the papers, and this class,
+       count one vote per member.  With fully grown trees the two rarely differ,
+       but they can; compare with ``rule="exact"`` (which reproduces the hard
+       vote of all members) rather than with the forest's ``predict``.
+
+    Parameters
+    ----------
+    estimator : RandomForestClassifier, ExtraTreesClassifier or BaggingClassifier, default=None
+        The ensemble (cloned on fit).  None means
+        ``RandomForestClassifier(n_estimators=101, random_state=ensvote.SEED)``.
+        Bagging members must be classifiers with a ``tree_`` (decision trees).
+    rule : {"urn", "infinite", "exact"} or HaltingRule, default="urn"
+        ``"urn"``: :class:`~ensvote.UrnRule` (seed 002); ``"infinite"``:
+        :class:`~ensvote.InfiniteRule` (seed 000); ``"exact"``:
+        :class:`~ensvote.ExactRule`.  A rule object is used as given (its ``T``
+        must equal the number of members).
+    confidence : float in (0, 1), default=0.99
+        Threshold (α or π) for rules given by name.
+    prior : {"oob", "uniform"} or array, default="oob"
+        Prior for ``rule="urn"``: estimated from out-of-bag votes (HYPER; needs
+        bootstrap), uniform (SIBA), or given explicitly (see
+        :func:`ensvote.confidence.check_prior`).  Ignored by the other rules.
+
+    Attributes
+    ----------
+    estimator_ : the fitted ensemble
+    rule_ : HaltingRule used by ``predict``
+    prior_ : the prior used by ``rule_`` (None for uniform / not an urn rule)
+    classes_ : ndarray of class labels
+    n_features_in_ : int
+    n_members_ : int
+    """
+
+    def __init__(self, estimator=None, rule="urn", confidence=0.99, prior="oob"):
+        self.estimator = estimator
+        self.rule = rule
+        self.confidence = confidence
+        self.prior = prior
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------
+    def fit(self, X, y, **fit_params):
+        """Fit the ensemble on ``(X, y)`` and build the halting rule.
+
+        ``fit_params`` (e.g. ``sample_weight``) go to the ensemble's ``fit``.
+        """
+        est = self.estimator
+        if est is None:
+            est = RandomForestClassifier(n_estimators=101, random_state=SEED)
+        if not isinstance(est, _ENSEMBLES):
+            raise TypeError(
+                "estimator must be a voting ensemble: RandomForestClassifier, ExtraTreesClassifier "
+                f"or BaggingClassifier; got {type(est).__name__}"
+            )
+        if not isinstance(self.rule, (str, HaltingRule)):
+            raise TypeError(f"rule must be 'urn', 'infinite', 'exact' or a HaltingRule, got {self.rule!r}")
+        check_probability(self.confidence, name="confidence")
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan")
+        check_classification_targets(y)
+        if len(np.unique(y)) < 2:
+            raise ValueError("HaltingClassifier needs at least 2 classes in y; got 1 class")
+        self.estimator_ = clone(est).fit(X, y, **fit_params)
+        self.classes_ = self.estimator_.classes_
+        members = self.estimator_.estimators_
+        for m in members:
+            if not hasattr(m, "tree_"):
+                raise TypeError(f"ensemble members must be decision trees, got {type(m).__name__}")
+        self.n_members_ = len(members)
+        feats = getattr(self.estimator_, "estimators_features_", None)
+        self._features = list(feats) if feats is not None else [None] * self.n_members_
+        # leaf -> class index (in self.classes_), per member
+        self._leaf_class = [
+            np.asarray(m.classes_).take(np.argmax(m.tree_.value[:, 0, :], axis=1)).astype(np.int64)
+            for m in members
+        ]
+        self.prior_ = self._build_prior(X, y)
+        self.rule_ = make_rule(self.rule, n_members=self.n_members_, confidence=self.confidence,
+                               prior=self.prior_)
+        if isinstance(self.rule_, UrnRule) and self.rule_.n_classes not in (None, len(self.classes_)):
+            raise ValueError(
+                f"the rule's prior is over {self.rule_.n_classes} classes but y has {len(self.classes_)}"
+            )
+        return self
+
+    def _build_prior(self, X, y):
+        if isinstance(self.rule, UrnRule):
+            return self.rule.prior
+        if not (isinstance(self.rule, str) and self.rule == "urn"):
+            return None
+        prior = self.prior
+        if isinstance(prior, str):
+            if prior == "uniform":
+                return None
+            if prior == "oob":
+                return oob_prior(self.oob_votes(X), self.n_members_)
+            raise ValueError(f"prior must be 'oob', 'uniform' or an array, got {prior!r}")
+        if prior is None:
+            return None
+        return prior
+
+    def oob_votes(self, X):
+        """Out-of-bag vote counts of the training rows, shape ``(n_rows, n_classes)``.
+
+        Member ``j`` votes for row ``i`` only if row ``i`` was not among the rows
+        drawn to fit member ``j`` (``estimator_.estimators_samples_``).  ``X``
+        must be the training data passed to ``fit``.
+        """
+        check_is_fitted(self, "estimator_")
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
+        X32 = np.ascontiguousarray(X, dtype=np.float32)
+        n = X32.shape[0]
+        votes = np.zeros((n, len(self.classes_)), dtype=np.int64)
+        for j, drawn in enumerate(self.estimator_.estimators_samples_):
+            oob = np.ones(n, dtype=bool)
+            oob[drawn] = False
+            rows = np.flatnonzero(oob)
+            if rows.size:
+                np.add.at(votes, (rows, self._member_predict(j, X32[rows])), 1)
+        return votes
+
+    # ------------------------------------------------------------------
+    def _member_predict(self, j, X32):
+        feats = self._features[j]
+        Xj = X32 if feats is None else np.ascontiguousarray(X32[:, feats])
+        return self._leaf_class[j][self.estimator_.estimators_[j].tree_.apply(Xj)]
+
+    def member_votes(self, X):
+        """Votes of every member, shape ``(n_rows, n_members)``, as class indices into ``classes_``."""
+        check_is_fitted(self, "estimator_")
+        X32 = self._validate_X(X)
+        return np.column_stack([self._member_predict(j, X32) for j in range(self.n_members_)])
+
+    def _validate_X(self, X):
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
+        return np.ascontiguousarray(X, dtype=np.float32)
+
+    def halt(self, X):
+        """Query members row by row until ``rule_`` stops.
+
+        Returns
+        -------
+        HaltResult
+            ``labels`` in the space of ``classes_``; ``n_queried`` members per
+            row; ``counts`` of votes per class (columns follow ``classes_``).
+        """
+        check_is_fitted(self, "estimator_")
+        X32 = self._validate_X(X)
+
+        def fetch(rows, a, b):
+            Xa = X32[rows]
+            return np.column_stack([self._member_predict(j, Xa) for j in range(a, b)])
+
+        res = run_halting(fetch, X32.shape[0], self.n_members_, len(self.classes_), self.rule_)
+        return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
+                          counts=res.counts, n_members=res.n_members)
+
+    def predict(self, X):
+        """Hard majority vote of the members queried until the rule stops."""
+        return self.halt(X).labels

@@ -1,0 +1,449 @@
+"""Halting rules and their lookup tables.
+
+A rule answers one question for a vector of vote counts: *may the vote stop
+here?*  Each rule precomputes what it needs once, so that during voting a stop
+decision is a table look-up (seed 000 §2.2: the table t*(t; π); seed 002 §2.2:
+one table per class).
+
+=================  =========================================================
+rule               stops when
+=================  =========================================================
+``InfiniteRule``   confidence that the current majority is the infinite
+                   ensemble's (seed 000 Eq. 7 / Eq. 8 bound) exceeds π
+``UrnRule``        confidence that it is the full ``T``-member majority
+                   (seed 002 Eq. 3, uniform or given prior) exceeds α
+``ExactRule``      the remaining votes cannot change the outcome (RF*)
+``FixedRule``      ``n`` members have voted (the fixed-size strategy FS)
+=================  =========================================================
+
+Every finite rule also stops once all ``T`` members have voted.  A stop needs
+at least one vote.  Confidence must be strictly greater than the threshold.
+"""
+
+import hashlib
+
+import numpy as np
+from scipy import special
+
+from ._validation import check_counts, check_positive_int, check_probability
+from .confidence import check_prior, finite_confidence, infinite_confidence
+
+__all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "make_rule"]
+
+#: Largest dense confidence table (number of entries, ``(T + 1) ** l``) an
+#: :class:`UrnRule` builds; beyond it confidences are computed on demand.
+MAX_DENSE_TABLE = 5_000_000
+
+
+class HaltingRule:
+    """Base class.  Subclasses implement ``_stop(counts) -> bool array``."""
+
+    #: Size of the ensemble the rule is built for (``None``: any size).
+    n_members = None
+
+    def stop(self, counts):
+        """Whether the vote may stop at these counts.
+
+        Parameters
+        ----------
+        counts : array_like of int, shape (..., l)
+
+        Returns
+        -------
+        ndarray of bool, shape (...)
+        """
+        t = check_counts(counts)
+        s = t.sum(axis=-1)
+        if self.n_members is not None and np.any(s > self.n_members):
+            raise ValueError(
+                f"counts sum to {int(s.max())}, more than the rule's ensemble size T={self.n_members}"
+            )
+        self._prepare(self.n_members, t.shape[-1])
+        return self._stop(t) & (s > 0)
+
+    def _prepare(self, n_members, n_classes):
+        """Check compatibility with an ensemble and build tables (idempotent)."""
+        if self.n_members is not None and n_members != self.n_members:
+            raise ValueError(
+                f"{type(self).__name__} was built for T={self.n_members} members, "
+                f"but the ensemble has {n_members}"
+            )
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({args})"
+
+    def _params(self):
+        return {}
+
+
+# --------------------------------------------------------------------------
+_TSTAR_CACHE = {}
+
+
+def _t_star_table(pi, t_max):
+    """t*(t; π) for t = 0..t_max (cached; grows by recomputation only)."""
+    cached = _TSTAR_CACHE.get(pi)
+    if cached is not None and len(cached) > t_max:
+        return cached
+    t_max = max(t_max, 2 * (len(cached) if cached is not None else 0), 128)
+    t = np.arange(t_max + 1)
+    lo = (t + 1) // 2  # smallest majority count (a tie for even t)
+    hi = t + 1  # sentinel: "cannot stop at this t"
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        ok = np.zeros(t.shape, dtype=bool)
+        m = (lo < hi) & (mid <= t)
+        ok[m] = special.betainc(t[m] - mid[m] + 1.0, mid[m] + 1.0, 0.5) > pi
+        upd = lo < hi
+        hi = np.where(upd & ok, mid, hi)
+        lo = np.where(upd & ~ok, mid + 1, lo)
+    lo[0] = 1  # no stop before the first vote
+    lo.setflags(write=False)
+    _TSTAR_CACHE[pi] = lo
+    return lo
+
+
+class InfiniteRule(HaltingRule):
+    """Seed 000's stopping rule: stop when L(y*|t) > π.
+
+    ``L`` is Eq. 7 for two classes and the lower bound Eq. 8 otherwise; ``y*``
+    is the current majority.  For two classes the decision is the look-up
+    ``t_{y*} >= t*(t; π)`` (:meth:`t_star`); for more classes the same table
+    applied to the two leading classes is a necessary condition (every factor
+    of Eq. 8 is at most 1), and the product is evaluated only for the rows that
+    pass it.
+
+    Parameters
+    ----------
+    confidence : float in (0, 1)
+        The threshold π.
+    """
+
+    def __init__(self, confidence=0.99):
+        self.confidence = check_probability(confidence, name="confidence")
+
+    def _params(self):
+        return {"confidence": self.confidence}
+
+    def t_star(self, t_max):
+        """The table t*(t; π): fewest majority votes out of ``t`` that allow a stop.
+
+        Parameters
+        ----------
+        t_max : int
+
+        Returns
+        -------
+        ndarray of int, shape (t_max + 1,)
+            ``t_star[t]`` for ``t = 0..t_max``; the value ``t + 1`` means no
+            split of ``t`` votes allows a stop (e.g. ``t = 0``).
+        """
+        t_max = check_positive_int(t_max, name="t_max", minimum=0)
+        return _t_star_table(self.confidence, t_max)[: t_max + 1].copy()
+
+    def confidence_of(self, counts):
+        """L(y*|t) for the current majority (see :func:`infinite_confidence`)."""
+        return infinite_confidence(counts)
+
+    def _stop(self, t):
+        s = t.sum(axis=-1)
+        table = _t_star_table(self.confidence, int(s.max(initial=0)))
+        if t.shape[-1] == 2:
+            return t.max(axis=-1) >= table[s]
+        top2 = -np.partition(-t, 1, axis=-1)[..., :2]
+        cand = top2[..., 0] >= table[top2[..., 0] + top2[..., 1]]
+        out = np.zeros(s.shape, dtype=bool)
+        if np.any(cand):
+            out[cand] = infinite_confidence(t[cand]) > self.confidence
+        return out
+
+
+# --------------------------------------------------------------------------
+_URN_TABLES = {}
+
+
+def _prior_key(support, probs):
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(support, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(probs, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def _urn_confidence_table(T, l, support, probs):
+    """Dense table ``conf[t_0, ..., t_{l-1}]`` of P*(t, T) for the current majority.
+
+    Computed for every state at once by backward induction on the number of
+    votes seen, in log space.  With ``q(t)`` the prior-marginal probability of
+    the count vector ``t`` and ``r_c(t)`` the part of it whose urn has majority
+    ``c``,
+
+        q(t) = sum_i q(t + e_i) (t_i + 1) / (s + 1),    s = sum(t),
+
+    (the same recursion for every ``r_c``), starting from ``q = P(T)`` at
+    ``s = T``; then ``P*(t, T) = r_{c(t)}(t) / q(t)``.  Cost ``O(l^2 (T+1)^l)``.
+    Entries with ``sum(t) > T`` are NaN, and so are states of probability 0.
+    """
+    shape = (T + 1,) * (l - 1)
+    grids = np.indices(shape, sparse=True)
+    asum = sum(grids)
+    # terminal level: log prior, split by the majority of the urn
+    level = np.full((l + 1,) + shape, -np.inf)
+    with np.errstate(divide="ignore"):
+        logp = np.log(probs)
+    idx = tuple(support[:, :-1].T)
+    final = np.argmax(support, axis=1)
+    level[(0,) + idx] = logp
+    for c in range(l):
+        sel = final == c
+        level[(c + 1,) + tuple(a[sel] for a in idx)] = logp[sel]
+    conf = np.full((T + 1,) * l, np.nan)
+
+    def store(s, lev):
+        valid = asum <= s
+        last = s - asum
+        full = [np.broadcast_to(g, shape) for g in grids] + [np.broadcast_to(last, shape)]
+        cur = np.argmax(np.stack(full), axis=0)  # current majority, lowest index on ties
+        logr = np.take_along_axis(lev[1:], cur[None] + np.zeros((1,) + shape, dtype=int), axis=0)[0]
+        with np.errstate(invalid="ignore"):
+            val = np.exp(logr - lev[0])
+        val = np.where(np.isneginf(lev[0]), np.nan, val)
+        nz = np.nonzero(np.broadcast_to(valid, shape))
+        conf[nz + (np.broadcast_to(last, shape)[nz],)] = val[nz]
+
+    store(T, level)
+    for s in range(T - 1, -1, -1):
+        terms = []
+        for i in range(l - 1):
+            sh = np.full_like(level, -np.inf)
+            src = [slice(None)] * (l)
+            dst = [slice(None)] * (l)
+            src[i + 1] = slice(1, None)
+            dst[i + 1] = slice(None, -1)
+            sh[tuple(dst)] = level[tuple(src)]
+            with np.errstate(divide="ignore"):
+                terms.append(sh + np.log(grids[i] + 1.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms.append(level + np.log(np.maximum(s - asum + 1.0, 0.0)))
+        new = np.logaddexp.reduce(np.stack(terms), axis=0) - np.log(s + 1.0)
+        new = np.where(asum <= s, new, -np.inf)
+        level = new
+        store(s, level)
+    conf.setflags(write=False)
+    return conf
+
+
+class UrnRule(HaltingRule):
+    """Seed 002's rule: stop when P*(t, T) > α (Eq. 3).
+
+    With ``prior=None`` the prior over the urn is uniform, and the rule equals
+    SIBA, the finite-ensemble version of seed 000's rule (Prop. 3).  With a
+    prior from out-of-bag votes (:func:`ensvote.oob_prior`) it is HYPER.
+
+    The confidence of the current majority is tabulated once for every vote
+    vector with at most ``T`` votes (a dense table of ``(T + 1) ** l`` entries,
+    built by backward induction and cached by ``(T, l, prior)``); a stop is then
+    a look-up.  When that table would exceed ``MAX_DENSE_TABLE`` entries
+    (e.g. ``l >= 4`` at ``T = 101``) confidences are computed on demand with
+    :func:`ensvote.finite_confidence` and memoised per vote vector.
+
+    Parameters
+    ----------
+    T : int
+        Size of the full ensemble.
+    confidence : float in (0, 1)
+        The threshold α.
+    prior : None, array of shape (T + 1,) or (support, probs)
+        Prior over the full vote vector (see :func:`ensvote.confidence.check_prior`).
+    """
+
+    def __init__(self, T, confidence=0.99, prior=None):
+        self.n_members = check_positive_int(T, name="T")
+        self.confidence = check_probability(confidence, name="confidence")
+        self.prior = prior
+        if prior is None:
+            self._support = self._probs = None
+            self.n_classes = None
+        else:
+            self._support, self._probs = check_prior(prior, self.n_members)
+            self.n_classes = self._support.shape[1]
+        self._memo = {}
+
+    @property
+    def T(self):
+        return self.n_members
+
+    def _params(self):
+        return {"T": self.n_members, "confidence": self.confidence,
+                "prior": None if self.prior is None else "<given>"}
+
+    def _prepare(self, n_members, n_classes):
+        super()._prepare(n_members, n_classes)
+        if n_classes is not None and self.n_classes is not None and n_classes != self.n_classes:
+            raise ValueError(f"the rule's prior is over {self.n_classes} classes, the votes have {n_classes}")
+
+    def _prior_for(self, l):
+        if self._support is not None:
+            return self._support, self._probs
+        from .confidence import uniform_prior
+
+        p = uniform_prior(self.n_members, l)
+        return check_prior(p, self.n_members)
+
+    def table(self, n_classes=2):
+        """The dense table of P*(t, T) for the current majority, or ``None`` if too large.
+
+        ``table[t_0, ..., t_{l-1}]`` is the confidence at that vote vector (NaN
+        for vectors with more than ``T`` votes or of probability 0 under the prior).
+        """
+        l = check_positive_int(n_classes, name="n_classes", minimum=2)
+        self._prepare(self.n_members, l)
+        T = self.n_members
+        if (T + 1) ** l > MAX_DENSE_TABLE:
+            return None
+        support, probs = self._prior_for(l)
+        key = (T, l, _prior_key(support, probs))
+        tab = _URN_TABLES.get(key)
+        if tab is None:
+            tab = _urn_confidence_table(T, l, support, probs)
+            _URN_TABLES[key] = tab
+        return tab
+
+    def lookup_table(self):
+        """Seed 002's per-class tables for two classes.
+
+        Returns
+        -------
+        ndarray of int, shape (2, T + 1)
+            ``need[c, m]``: fewest votes for class ``c``, with ``m`` votes for
+            the other class, at which the vote stops with ``c`` as the current
+            majority; ``-1`` if there is none.
+        """
+        T = self.n_members
+        x = np.arange(T + 1)
+        need = np.full((2, T + 1), -1)
+        for c in range(2):
+            for m in range(T + 1):
+                xs = x[: T - m + 1]
+                cnt = np.zeros((len(xs), 2), dtype=np.int64)
+                cnt[:, c] = xs
+                cnt[:, 1 - c] = m
+                ok = self.stop(cnt) & (np.argmax(cnt, axis=1) == c)
+                if ok.any():
+                    need[c, m] = xs[np.argmax(ok)]
+        return need
+
+    def confidence_of(self, counts):
+        """P*(t, T) of the current majority (table look-up where available)."""
+        t = check_counts(counts)
+        if np.any(t.sum(axis=-1) > self.n_members):
+            raise ValueError(f"counts sum to more than T={self.n_members}")
+        self._prepare(self.n_members, t.shape[-1])
+        return self._confidence(t)
+
+    def _confidence(self, t):
+        tab = self.table(t.shape[-1])
+        if tab is not None:
+            return tab[tuple(np.moveaxis(t, -1, 0))]
+        flat = t.reshape(-1, t.shape[-1])
+        uniq, inv = np.unique(flat, axis=0, return_inverse=True)
+        vals = np.empty(len(uniq))
+        todo = []
+        for r, row in enumerate(uniq):
+            v = self._memo.get(row.tobytes())
+            if v is None:
+                todo.append(r)
+            else:
+                vals[r] = v
+        if todo:
+            prior = None if self._support is None else (self._support, self._probs)
+            new = finite_confidence(uniq[todo], self.n_members, prior=prior)
+            vals[todo] = new
+            for r, v in zip(todo, new):
+                self._memo[uniq[r].tobytes()] = float(v)
+        return vals[inv.reshape(-1)].reshape(t.shape[:-1])
+
+    def _stop(self, t):
+        conf = self._confidence(t)
+        return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
+
+
+class ExactRule(HaltingRule):
+    """Stop when the remaining votes cannot change the outcome (seed 002's RF*).
+
+    With ``R`` votes still unseen, the current majority ``c`` is final iff for
+    every other class ``j``: ``t_c - t_j > R``, or ``t_c - t_j == R`` and
+    ``c < j`` (ties go to the lower index).  It never disagrees with the full
+    ensemble.
+
+    Parameters
+    ----------
+    T : int
+        Size of the full ensemble.
+    """
+
+    def __init__(self, T):
+        self.n_members = check_positive_int(T, name="T")
+
+    def _params(self):
+        return {"T": self.n_members}
+
+    def confidence_of(self, counts):
+        """1.0 where the outcome is already decided, else 0.0."""
+        t = check_counts(counts)
+        if np.any(t.sum(axis=-1) > self.n_members):
+            raise ValueError(f"counts sum to more than T={self.n_members}")
+        return self._stop(t).astype(float)
+
+    def _stop(self, t):
+        R = self.n_members - t.sum(axis=-1)
+        c = np.argmax(t, axis=-1)
+        tc = np.take_along_axis(t, c[..., None], axis=-1)
+        diff = tc - t
+        j = np.arange(t.shape[-1])
+        ok = (diff > R[..., None]) | ((diff == R[..., None]) & (c[..., None] < j))
+        ok |= j == c[..., None]
+        return np.all(ok, axis=-1)
+
+
+class FixedRule(HaltingRule):
+    """Query the first ``n`` members for every row (seed 000's fixed-size FS).
+
+    Parameters
+    ----------
+    n : int
+        Number of members to query; must be between 1 and the ensemble size.
+    """
+
+    def __init__(self, n):
+        self.n = check_positive_int(n, name="n")
+
+    def _params(self):
+        return {"n": self.n}
+
+    def _prepare(self, n_members, n_classes):
+        if n_members is not None and self.n > n_members:
+            raise ValueError(f"FixedRule n={self.n} must lie in 1..T, but the ensemble has T={n_members} members")
+
+    def _stop(self, t):
+        return t.sum(axis=-1) >= self.n
+
+
+_RULE_NAMES = ("urn", "infinite", "exact")
+
+
+def make_rule(rule, *, n_members, confidence=0.99, prior=None):
+    """Build a rule from a name (``"urn"``, ``"infinite"``, ``"exact"``) or check a rule object."""
+    if isinstance(rule, HaltingRule):
+        rule._prepare(n_members, None)
+        return rule
+    if not isinstance(rule, str):
+        raise TypeError(f"rule must be one of {_RULE_NAMES} or a HaltingRule, got {rule!r}")
+    if rule == "urn":
+        return UrnRule(n_members, confidence, prior=prior)
+    if rule == "infinite":
+        return InfiniteRule(confidence)
+    if rule == "exact":
+        return ExactRule(n_members)
+    raise ValueError(f"unknown rule {rule!r}; valid names: {', '.join(_RULE_NAMES)} (or pass a HaltingRule)")
+

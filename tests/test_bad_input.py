@@ -1,0 +1,182 @@
+"""Every kind of bad input gets a clear error naming the problem (one test each)."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+
+import ensvote as ev
+
+FUNCS = [ev.infinite_confidence, ev.infinite_confidence_exact, lambda c: ev.finite_confidence(c, 50)]
+
+
+@pytest.mark.parametrize("f", FUNCS)
+def test_negative_counts(f):
+    with pytest.raises(ValueError, match="non-negative"):
+        f([3, -1])
+
+
+@pytest.mark.parametrize("f", FUNCS)
+def test_non_integer_counts(f):
+    with pytest.raises(ValueError, match="integers"):
+        f([2.5, 1])
+    with pytest.raises(TypeError, match="integer vote counts"):
+        f(["a", "b"])
+    with pytest.raises(TypeError, match="integer vote counts"):
+        f([True, False])
+
+
+@pytest.mark.parametrize("f", FUNCS)
+def test_fewer_than_two_classes(f):
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        f([5])
+    with pytest.raises(ValueError, match="scalar"):
+        f(5)
+
+
+def test_ragged_counts():
+    with pytest.raises(ValueError, match="rectangular"):
+        ev.infinite_confidence([[1, 2], [3]])
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1, np.nan])
+@pytest.mark.parametrize("make", [ev.InfiniteRule, lambda c: ev.UrnRule(11, c)])
+def test_confidence_outside_unit_interval(make, bad):
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        make(bad)
+
+
+def test_confidence_wrong_type():
+    with pytest.raises(TypeError, match="real number"):
+        ev.InfiniteRule("0.99")
+
+
+def test_counts_above_T():
+    with pytest.raises(ValueError, match="more than the ensemble size T=10"):
+        ev.finite_confidence([6, 5], 10)
+    with pytest.raises(ValueError, match="T=10"):
+        ev.UrnRule(10).stop([6, 5])
+    with pytest.raises(ValueError, match="T=10"):
+        ev.UrnRule(10).confidence_of([6, 5])
+
+
+def test_label_out_of_range():
+    with pytest.raises(ValueError, match="label must lie in 0..1"):
+        ev.infinite_confidence([3, 1], label=2)
+
+
+def test_prior_wrong_shape():
+    with pytest.raises(ValueError, match="length T\\+1=11"):
+        ev.finite_confidence([3, 1], 10, prior=np.full(10, 0.1))
+    with pytest.raises(ValueError, match="over 2 classes but counts have 3"):
+        ev.finite_confidence([3, 1, 0], 10, prior=np.full(11, 1 / 11))
+    with pytest.raises(ValueError, match="sum to T=10"):
+        ev.UrnRule(10, prior=(np.array([[5, 4, 0]]), np.array([1.0])))
+    with pytest.raises(ValueError, match="shape \\(2,\\)"):
+        ev.UrnRule(10, prior=(np.array([[5, 5, 0], [4, 6, 0]]), np.array([1.0])))
+
+
+def test_prior_negative():
+    p = np.full(11, 1 / 11)
+    p[0], p[1] = -0.1, p[1] + 0.1
+    with pytest.raises(ValueError, match="non-negative"):
+        ev.UrnRule(10, prior=p)
+
+
+def test_prior_nan():
+    p = np.full(11, 1 / 11)
+    p[3] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        ev.finite_confidence([2, 1], 10, prior=p)
+
+
+def test_prior_not_normalised():
+    with pytest.raises(ValueError, match="sum to 1"):
+        ev.UrnRule(10, prior=np.full(11, 0.1))
+
+
+def test_votes_label_out_of_range():
+    with pytest.raises(ValueError, match="outside 0..1"):
+        ev.halt(np.array([[0, 1, 2]]), ev.ExactRule(3), n_classes=2)
+    with pytest.raises(ValueError, match=">= 0"):
+        ev.halt(np.array([[0, -1, 1]]), ev.ExactRule(3))
+
+
+def test_votes_wrong_dimension():
+    with pytest.raises(ValueError, match="shape \\(n_rows, n_members\\)"):
+        ev.halt(np.array([0, 1, 1]), ev.ExactRule(3))
+    with pytest.raises(ValueError, match="shape \\(n_rows, n_members\\)"):
+        ev.halt(np.zeros((2, 3, 1), dtype=int), ev.ExactRule(3))
+    with pytest.raises(TypeError, match="integer array"):
+        ev.halt(np.array([["a", "b"]]), ev.ExactRule(2))
+
+
+def test_rule_ensemble_size_mismatch():
+    with pytest.raises(ValueError, match="built for T=5"):
+        ev.halt(np.zeros((2, 3), dtype=int), ev.UrnRule(5))
+    with pytest.raises(TypeError, match="HaltingRule"):
+        ev.halt(np.zeros((2, 3), dtype=int), "urn")
+
+
+def test_fixed_rule_n_outside_range():
+    with pytest.raises(ValueError, match="1..T"):
+        ev.halt(np.zeros((2, 3), dtype=int), ev.FixedRule(4))
+    with pytest.raises(ValueError, match=">= 1"):
+        ev.FixedRule(0)
+    with pytest.raises(TypeError, match="int"):
+        ev.FixedRule(2.5)
+
+
+def test_T_not_positive_int():
+    with pytest.raises(ValueError, match="T must be >= 1"):
+        ev.UrnRule(0)
+    with pytest.raises(TypeError, match="T must be an int"):
+        ev.finite_confidence([1, 0], 10.0)
+
+
+def test_unfitted_classifier():
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=5))
+    for method in (clf.predict, clf.halt, clf.member_votes):
+        with pytest.raises(NotFittedError):
+            method(np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("est", [LogisticRegression(), GradientBoostingClassifier(n_estimators=3)])
+def test_estimator_not_a_voting_ensemble(est):
+    X, y = make_classification(50, 4, random_state=0)
+    with pytest.raises(TypeError, match="voting ensemble"):
+        ev.HaltingClassifier(est).fit(X, y)
+
+
+def test_wrong_number_of_features():
+    X, y = make_classification(60, 4, random_state=0)
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=5, random_state=0)).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :3])
+
+
+def test_bad_rule_and_prior_names():
+    X, y = make_classification(60, 4, random_state=0)
+    with pytest.raises(ValueError, match="valid names"):
+        ev.HaltingClassifier(RandomForestClassifier(n_estimators=5), rule="siba").fit(X, y)
+    with pytest.raises(ValueError, match="prior must be"):
+        ev.HaltingClassifier(RandomForestClassifier(n_estimators=5), prior="flat").fit(X, y)
+    with pytest.raises(ValueError, match="strictly between"):
+        ev.HaltingClassifier(RandomForestClassifier(n_estimators=5), confidence=1.0).fit(X, y)
+
+
+def test_oob_prior_needs_out_of_bag_rows():
+    X, y = make_classification(60, 4, random_state=0)
+    with pytest.raises(ValueError, match="out-of-bag"):
+        ev.HaltingClassifier(RandomForestClassifier(n_estimators=5, bootstrap=False)).fit(X, y)
+    with pytest.raises(ValueError, match="out-of-bag"):
+        ev.oob_prior(np.zeros((4, 2), dtype=int), 11)
+
+
+def test_expected_queries_bad_method():
+    with pytest.raises(ValueError, match="'mc' or 'exact'"):
+        ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10), method="dp")
+    with pytest.raises(ValueError, match="two classes"):
+        ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10, 3), method="exact")
