@@ -1,0 +1,287 @@
+"""Tests for ensvote.datasets: vendored files, generators, user files, bad input."""
+
+import gzip
+import itertools
+import shutil
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import norm
+
+from ensvote import datasets as ds
+from ensvote._utils import SEED
+
+MANIFEST = pd.read_csv(ds._DATA_DIR / "manifest.csv", keep_default_na=False).set_index("name")
+VENDORED = list(MANIFEST.index)
+SYNTHETIC = ["circle", "led", "ringnorm", "threenorm", "twonorm", "waveform"]
+USER = ["australian", "echocardiogram", "horse-colic", "new-thyroid"]
+PAPER_NAMES = ["breast", "glass", "heart", "led", "liver", "new-thyroid", "pima", "diabetes",
+               "ringnorm", "spam", "threenorm", "twonorm", "vehicle", "vowel", "waveform",
+               "wine", "australian", "echocardiogram", "german", "horse-colic", "ionosphere",
+               "labor", "mushroom", "sonar", "tic-tac-toe", "votes", "circle"]
+A = 2 / np.sqrt(20)
+
+
+# ------------------------------------------------------------------ catalog
+def test_catalog_covers_every_paper_name():
+    cat = ds.catalog()
+    names = set(cat["name"]) | {"diabetes"}
+    assert names == set(PAPER_NAMES)
+    assert set(cat.loc[cat.access == "vendored", "name"]) == set(VENDORED)
+    assert set(cat.loc[cat.access == "generator", "name"]) == set(SYNTHETIC)
+    assert set(cat.loc[cat.access == "user file", "name"]) == set(USER)
+    assert (cat["n_classes"] == cat["classes"].str.count(r"\|") + 1).all()
+
+
+def test_vendored_data_is_small():
+    total = sum(p.stat().st_size for p in ds._DATA_DIR.iterdir())
+    assert total < 1_000_000
+
+
+# ------------------------------------------------------------------ vendored
+@pytest.mark.parametrize("name", VENDORED)
+def test_vendored_matches_manifest(name):
+    t0 = time.perf_counter()
+    X, y = ds.load(name)
+    assert time.perf_counter() - t0 < 1.0
+    e = MANIFEST.loc[name]
+    assert X.dtype == np.float64 and y.dtype == np.int64
+    assert X.shape == (e.n_samples, e.n_features)
+    counts = [int(c) for c in e.class_counts.split("|")]
+    assert np.bincount(y, minlength=e.n_classes).tolist() == counts
+    assert len(counts) == e.n_classes == len(e.classes.split("|"))
+    assert int(np.isnan(X).sum()) == e.n_missing        # NaN kept, never dropped
+    assert not np.isinf(X).any()
+
+
+def test_published_sizes_where_they_agree():
+    # Table 1 of Hernández-Lobato et al. (2011): attributes, instances, classes
+    for name, p, n, c in [("glass", 9, 214, 6), ("heart", 13, 270, 2), ("liver", 6, 345, 2),
+                          ("pima", 8, 768, 2), ("spam", 57, 4601, 2), ("vehicle", 18, 846, 4),
+                          ("vowel", 10, 990, 11), ("wine", 13, 178, 3)]:
+        X, y = ds.load(name)
+        assert (X.shape[1], X.shape[0], len(np.unique(y))) == (p, n, c)
+    X, _ = ds.load("breast")      # 699 rows; the paper prints 669
+    assert X.shape == (699, 9) and np.isnan(X).any(axis=1).sum() == 16
+
+
+def test_nan_policy():
+    with_nan = {n for n in VENDORED if np.isnan(ds.load(n)[0]).any()}
+    assert with_nan == {"breast", "labor", "votes"}
+
+
+def test_alias_and_case():
+    X1, y1 = ds.load("diabetes")
+    X2, y2 = ds.load(" PIMA ")
+    assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+    assert ds.load("Tic_Tac_Toe")[0].shape == (958, 9)
+
+
+def test_heart_oldpeak_has_decimals():
+    X, _ = ds.load("heart")
+    oldpeak = X[:, 9]
+    assert oldpeak.max() == 6.2 and np.isin(0.1, oldpeak) and np.isin(1.0, oldpeak)
+
+
+def _tampered_copy(tmp_path, name, payload):
+    shutil.copytree(ds._DATA_DIR, tmp_path / "data")
+    (tmp_path / "data" / f"{name}.csv.gz").write_bytes(payload)
+    return tmp_path / "data"
+
+
+def test_checksum_mismatch_raises(tmp_path, monkeypatch):
+    raw = gzip.decompress((ds._DATA_DIR / "wine.csv.gz").read_bytes()).replace(b"14.23", b"14.24")
+    monkeypatch.setattr(ds, "_DATA_DIR", _tampered_copy(tmp_path, "wine", gzip.compress(raw)))
+    with pytest.raises(ds.ChecksumError, match="wine.csv.gz has sha256"):
+        ds.load("wine")
+    ds.load("glass")   # the untouched files still load
+
+
+# ------------------------------------------------------------------ generators
+def test_generators_deterministic_and_seeded():
+    for name in SYNTHETIC:
+        X1, y1 = ds.load(name)
+        X2, y2 = ds.load(name, random_state=SEED)
+        X3, _ = ds.load(name, random_state=SEED + 1)
+        assert X1.shape[0] == ds.DEFAULT_N_SAMPLES
+        assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+        assert not np.array_equal(X1, X3)
+        assert X1.dtype == np.float64 and y1.dtype == np.int64
+    X, _ = ds.load("twonorm", n_samples=np.int64(17))
+    assert X.shape == (17, 20)
+
+
+def test_twonorm_definition_and_bayes_error():
+    X, y = ds.make_twonorm(200_000, random_state=1)
+    assert abs(y.mean() - 0.5) < 0.005
+    np.testing.assert_allclose(X[y == 0].mean(0), A, atol=0.02)
+    np.testing.assert_allclose(X[y == 1].mean(0), -A, atol=0.02)
+    np.testing.assert_allclose(X[y == 0].var(0), 1, atol=0.03)
+    err = np.mean((X.sum(1) < 0) != y)                 # Bayes rule
+    assert norm.cdf(-2) == pytest.approx(0.02275, abs=1e-5)
+    assert err == pytest.approx(norm.cdf(-2), abs=0.0015)
+
+
+def test_threenorm_definition_and_bayes_error():
+    X, y = ds.make_threenorm(200_000, random_state=2)
+    alt = A * np.where(np.arange(20) % 2 == 0, 1, -1)
+    np.testing.assert_allclose(X[y == 1].mean(0), alt, atol=0.02)
+    np.testing.assert_allclose(X[y == 0].mean(0), 0, atol=0.02)        # ±a mixture
+    s = X[y == 0].sum(1) / np.sqrt(20)          # projection: N(±2, 1) mixture
+    assert np.mean(s > 0) == pytest.approx(0.5, abs=0.01)
+    assert s.var() == pytest.approx(1 + 4, abs=0.1)
+    l0 = np.logaddexp(-0.5 * ((X - A) ** 2).sum(1), -0.5 * ((X + A) ** 2).sum(1)) + np.log(0.5)
+    l1 = -0.5 * ((X - alt) ** 2).sum(1)
+    assert np.mean((l1 > l0) != y) == pytest.approx(0.105, abs=0.004)
+
+
+def test_ringnorm_definition_and_bayes_error():
+    X, y = ds.make_ringnorm(200_000, random_state=3)
+    np.testing.assert_allclose(X[y == 0].mean(0), 0, atol=0.03)
+    np.testing.assert_allclose(X[y == 0].var(0), 4, atol=0.12)
+    np.testing.assert_allclose(X[y == 1].mean(0), A, atol=0.02)
+    np.testing.assert_allclose(X[y == 1].var(0), 1, atol=0.03)
+    l0 = -((X ** 2).sum(1)) / 8 - 20 * np.log(2)
+    l1 = -0.5 * ((X - A) ** 2).sum(1)
+    assert np.mean((l1 > l0) != y) == pytest.approx(0.013, abs=0.0015)
+
+
+def test_waveform_definition():
+    X, y = ds.make_waveform(60_000, random_state=4)
+    h = ds._waveform_bases()
+    assert h[0].argmax() == 10 and h[1].argmax() == 14 and h[2].argmax() == 6   # m=11,15,7
+    assert np.bincount(y).tolist() == pytest.approx([20_000] * 3, rel=0.03)
+    for k, (i, j) in enumerate(ds.WAVEFORM_PAIRS):
+        np.testing.assert_allclose(X[y == k].mean(0), (h[i] + h[j]) / 2, atol=0.05)
+        np.testing.assert_allclose(X[y == k].var(0), 1 + (h[i] - h[j]) ** 2 / 12, rtol=0.06)
+    # Bayes rule: the class density integrates over u ~ U(0, 1) (midpoint rule)
+    Xs, ys = X[:6000], y[:6000]
+    u = (np.arange(200) + 0.5)[:, None] / 200
+    logp = [logsumexp(-0.5 * ((Xs[:, None, :] - (u * h[i] + (1 - u) * h[j])) ** 2).sum(-1),
+                      axis=1) for i, j in ds.WAVEFORM_PAIRS]
+    assert np.mean(np.argmax(logp, axis=0) != ys) == pytest.approx(0.132, abs=0.015)
+
+
+def test_led_noise_rate_and_bayes_error():
+    X, y = ds.make_led(100_000, random_state=5)
+    assert set(np.unique(X)) == {0.0, 1.0}
+    assert np.bincount(y).tolist() == pytest.approx([10_000] * 10, rel=0.05)
+    assert np.mean(X != ds.LED_SEGMENTS[y]) == pytest.approx(0.10, abs=0.002)
+    patterns = np.array(list(itertools.product([0, 1], repeat=7)))
+    dist = (patterns[:, None, :] != ds.LED_SEGMENTS[None]).sum(-1)
+    bayes = 1 - (0.1 ** dist * 0.9 ** (7 - dist) / 10).max(1).sum()
+    assert bayes == pytest.approx(0.26, abs=0.001)              # CART book: 0.26
+    assert len({tuple(r) for r in ds.LED_SEGMENTS}) == 10
+    X0, y0 = ds.make_led(50, noise=0.0, random_state=0)
+    assert np.array_equal(X0, ds.LED_SEGMENTS[y0])
+
+
+def test_circle_definition():
+    n = 100_000
+    X, y = ds.make_circle(n, random_state=6)
+    assert X.min() >= -1 and X.max() <= 1
+    assert ds.CIRCLE_RADIUS == pytest.approx(np.sqrt(2 / np.pi))
+    clean = (np.hypot(X[:, 0], X[:, 1]) > ds.CIRCLE_RADIUS).astype(int)
+    assert np.sum(clean != y) == round(0.05 * n)                  # exactly 5 % flipped
+    assert clean.mean() == pytest.approx(0.5, abs=0.005)            # balanced classes
+    assert y.mean() == pytest.approx(0.5, abs=0.005)
+    _, y_all = ds.make_circle(1000, radius=np.sqrt(2), noise=0.0)   # the literal "√2"
+    assert (y_all == 0).all()
+
+
+# ------------------------------------------------------------------ bad input
+def test_unknown_name_lists_valid_names():
+    with pytest.raises(ValueError, match="unknown dataset 'iris'.*valid names: .*australian"):
+        ds.load("iris")
+
+
+def test_name_not_str():
+    with pytest.raises(TypeError, match="name must be a str"):
+        ds.load(3)
+
+
+@pytest.mark.parametrize("bad", [0, -5])
+def test_n_samples_not_positive(bad):
+    with pytest.raises(ValueError, match="n_samples must be a positive int"):
+        ds.load("twonorm", n_samples=bad)
+
+
+@pytest.mark.parametrize("bad", [2.5, "10", True, [1]])
+def test_n_samples_wrong_type(bad):
+    with pytest.raises(TypeError, match="n_samples must be a positive int"):
+        ds.load("led", n_samples=bad)
+
+
+def test_n_samples_for_real_dataset():
+    with pytest.raises(ValueError, match="'wine' is a real dataset of fixed size"):
+        ds.load("wine", n_samples=100)
+
+
+def test_bad_random_state():
+    with pytest.raises(TypeError, match="random_state"):
+        ds.load("circle", random_state="seed")
+    with pytest.raises(TypeError, match="random_state"):
+        ds.load("sonar", random_state=1.5)
+
+
+def test_bad_generator_parameters():
+    with pytest.raises(ValueError, match="noise"):
+        ds.make_led(10, noise=1.5)
+    with pytest.raises(ValueError, match="radius"):
+        ds.make_circle(10, radius=0)
+
+
+# ------------------------------------------------------------------ user files
+def test_missing_user_file_says_what_and_where(monkeypatch):
+    monkeypatch.delenv(ds.ENV_VAR, raising=False)
+    with pytest.raises(FileNotFoundError, match="new-thyroid.data.*archive.ics.uci.edu.*"
+                                                "ENSVOTE_DATA_DIR"):
+        ds.load("new-thyroid")
+
+
+def test_new_thyroid_parser(tmp_path, monkeypatch):
+    (tmp_path / "new-thyroid.data").write_text(
+        "1,107,10.1,2.2,0.9,2.7\n2,67,23.3,7.4,1.8,-0.6\n\n3,120,1.2,0.5,12.5,30.1\n")
+    monkeypatch.delenv(ds.ENV_VAR, raising=False)
+    X, y = ds.load("new-thyroid", data_dir=tmp_path)
+    assert X.shape == (3, 5) and y.tolist() == [0, 1, 2] and X[1, 4] == -0.6
+    monkeypatch.setenv(ds.ENV_VAR, str(tmp_path))                  # ENSVOTE_DATA_DIR honoured
+    assert np.array_equal(ds.load("new-thyroid")[0], X)
+    assert np.array_equal(ds.load("new-thyroid", data_dir=tmp_path / "nope")[1], y)
+
+
+def test_echocardiogram_parser(tmp_path):
+    (tmp_path / "echocardiogram.data").write_text(
+        "11,0,71,0,0.260,9,4.600,14,1,1,name,1,0\n"
+        "19,0,72,0,0.380,6,4.100,14,1.700,0.588,name,1,0\n"
+        "26,1,68,0,0.260,5,4.310,12,1,0.857,name,1,?\n"          # no label: dropped
+        "32,1,55,0,?,7.3,4.5,13,1.08,0.857,name,1,1\n")
+    X, y = ds.load("echocardiogram", data_dir=tmp_path)
+    assert X.shape == (3, 7) and y.tolist() == [0, 0, 1]
+    assert X[0, 0] == 71 and np.isnan(X[2, 2])                      # '?' -> NaN
+
+
+def test_horse_colic_parser(tmp_path):
+    row = "2 1 530101 38.50 66 28 3 3 ? 2 5 4 4 ? ? ? 3 5 45.00 8.40 ? ? 2 {} 11300 0 0 2"
+    (tmp_path / "horse-colic.data").write_text(row.format(2) + "\n" + row.format(1) + "\n")
+    (tmp_path / "horse-colic.test").write_text(row.format(1) + "\n")
+    X, y = ds.load("horse-colic", data_dir=tmp_path)
+    assert X.shape == (3, 22) and y.tolist() == [1, 0, 0]
+    assert X[0, 2] == 38.5 and np.isnan(X[0, 7])                    # hospital no. dropped
+
+
+def test_australian_parser_and_bad_line(tmp_path):
+    path = tmp_path / "australian.dat"
+    path.write_text("1 22.08 11.46 2 4 4 1.585 0 0 0 1 2 100 1213 0\n"
+                    "0 22.67 7 2 8 4 0.165 0 0 0 0 2 160 1 1\n")
+    X, y = ds.load("australian", data_dir=tmp_path)
+    assert X.shape == (2, 14) and y.tolist() == [0, 1] and X[0, 1] == 22.08
+    path.write_text("1 22.08 11.46 2\n")
+    with pytest.raises(ValueError, match="line 1: expected 15 fields"):
+        ds.load("australian", data_dir=tmp_path)
+    path.write_text("1 22.08 11.46 2 4 4 1.585 0 0 0 1 2 100 1213 7\n")
+    with pytest.raises(ValueError, match="unexpected class label"):
+        ds.load("australian", data_dir=tmp_path)
