@@ -230,3 +230,13 @@ def test_check_prior_forms():
     assert s.shape == (6, 2) and np.all(s.sum(1) == 5)
     s3, p3 = check_prior(ev.uniform_prior(5, 3), 5)
     assert s3.shape == (21, 3)
+
+
+@given(st.integers(0, 60), st.integers(0, 60), st.sampled_from([121, 1000, 10**6]))
+def test_finite_confidence_monotone(ti, tj, T):
+    # uniform prior: one more vote for the leader never lowers its confidence,
+    # one more for the runner-up never raises it
+    if ti >= tj:
+        assert ev.finite_confidence([ti + 1, tj], T) >= ev.finite_confidence([ti, tj], T) - 1e-12
+    if ti >= tj + 1:
+        assert ev.finite_confidence([ti, tj + 1], T) <= ev.finite_confidence([ti, tj], T) + 1e-12
