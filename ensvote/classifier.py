@@ -184,7 +184,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
         res = run_halting(fetch, X32.shape[0], self.n_members_, len(self.classes_), self.rule_)
         return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
-                          counts=res.counts, n_members=res.n_members)
+                          counts=res.counts, n_members=res.n_members, stopped=res.stopped)
 
     def predict(self, X):
         """Hard majority vote of the members queried until the rule stops."""

@@ -27,12 +27,18 @@ class HaltResult:
         Votes per class at the stop.
     n_members : int
         Ensemble size ``T``.
+    stopped : ndarray of bool, shape (n_rows,)
+        True where the rule itself stopped the vote; False where the members
+        ran out first (for finite rules, which always stop at ``T``, False only
+        for rows whose outcome at ``T`` the rule would not have called, e.g.
+        :class:`~ensvote.InfiniteRule` rows still below π after all members).
     """
 
     labels: np.ndarray
     n_queried: np.ndarray
     counts: np.ndarray
     n_members: int
+    stopped: np.ndarray = None
 
     @property
     def mean_queried(self):
@@ -115,6 +121,7 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
     rule._prepare(n_members, n_classes)
     counts = np.zeros((n_rows, n_classes), dtype=np.int64)
     n_queried = np.full(n_rows, n_members, dtype=np.int64)
+    stopped = np.zeros(n_rows, dtype=bool)
     active = np.arange(n_rows)
     classes = np.arange(n_classes)
     start, block = 0, first_block
@@ -125,10 +132,13 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
         cum = np.cumsum(v[:, :, None] == classes, axis=1) + counts[active][:, None, :]
         halted = rule._stop(cum)
         if stop == n_members:
+            stopped[active[halted[:, -1]]] = True  # the rule's own call at the last member
             halted[:, -1] = True
         any_ = halted.any(axis=1)
         first = np.argmax(halted, axis=1)
         rows = active[any_]
+        stopped[rows[first[any_] < width - 1]] = True
+        stopped[rows[(first[any_] == width - 1) & (stop < n_members)]] = True
         counts[rows] = cum[any_, first[any_]]
         n_queried[rows] = start + first[any_] + 1
         counts[active[~any_]] = cum[~any_, -1]
@@ -136,4 +146,5 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
         start = stop
         block = min(2 * block, max_block)
     labels = np.argmax(counts, axis=1)
-    return HaltResult(labels=labels, n_queried=n_queried, counts=counts, n_members=n_members)
+    return HaltResult(labels=labels, n_queried=n_queried, counts=counts, n_members=n_members,
+                      stopped=stopped)

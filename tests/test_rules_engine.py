@@ -242,3 +242,15 @@ def test_expected_queries_fixed_and_exact_rules():
     assert ev.expected_queries(ev.FixedRule(7), prior, method="exact") == pytest.approx(7.0)
     sup, p = ev.uniform_prior(10, 3)
     assert ev.expected_queries(ev.FixedRule(4), (sup, p)) == 4.0
+
+
+def test_stopped_flags_rows_the_rule_called():
+    T = 101
+    votes = _random_votes(500, T, 2, seed=11)
+    rule = ev.InfiniteRule(0.99)
+    res = ev.halt(votes, rule)
+    assert np.array_equal(res.stopped, rule.stop(res.counts))
+    assert np.all(res.stopped[res.n_queried < T])
+    assert not np.all(res.stopped)  # some borderline rows exhaust the 101 members
+    fixed = ev.halt(votes, ev.FixedRule(T))
+    assert np.all(fixed.stopped)
