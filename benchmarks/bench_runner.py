@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Runner overhead against fitting the same trees with scikit-learn directly, and 1 vs 2 workers.
+
+    .venv/bin/python benchmarks/bench_runner.py [--profile smoke|book] [--dataset pima]
+
+Overhead: one hl2011 task (both ensembles, their proxies, halting, the π sweep,
+the record) against the bare cost of fitting the same forests with
+``RandomForestClassifier.fit`` and predicting the test rows with ``predict``.
+Goal: at most 10 %.  Workers: wall-clock time of the smoke suite with
+``--n-jobs 1`` and ``--n-jobs 2`` in the same process; printed as a ratio.
+"""
+
+import argparse
+import tempfile
+import time
+
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+
+from ensvote import runner
+
+
+def bare_fit(dataset, profile):
+    p = runner.SUITES["hl2011"].params[profile]
+    rng, seeds = runner._rng_and_ints(runner.task_seed("hl2011", dataset, 0), 4)
+    Xtr, ytr, Xte, _ = runner._split_holdout(dataset, rng, p["n_test_synthetic"])
+    t0 = time.perf_counter()
+    for mf, s1, s2 in ((None, seeds[0], seeds[2]), ("sqrt", seeds[1], seeds[3])):
+        RandomForestClassifier(p["T"], max_features=mf, random_state=s1, n_jobs=1).fit(Xtr, ytr).predict(Xte)
+        for c in range(0, p["proxy"], 500):
+            k = min(500, p["proxy"] - c)
+            RandomForestClassifier(k, max_features=mf, random_state=s2 + c, n_jobs=1).fit(Xtr, ytr).predict(Xte)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", default="smoke", choices=["smoke", "book"])
+    ap.add_argument("--dataset", default="pima")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    runner.run_task("hl2011", args.profile, args.dataset, 0)
+    task = time.perf_counter() - t0
+    bare = bare_fit(args.dataset, args.profile)
+    print(f"hl2011/{args.profile}/{args.dataset}: runner task / bare scikit-learn fit+predict = "
+          f"{task / bare:.3f}  (overhead {100 * (task / bare - 1):+.1f} %; goal <= +10 %)")
+    times = {}
+    for n_jobs in (1, 2):
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            runner.run("soto2016", "smoke", out=out, n_jobs=n_jobs, progress=False)
+            times[n_jobs] = time.perf_counter() - t0
+    print(f"soto2016/smoke: speed-up with 2 workers over 1 = {times[1] / times[2]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
