@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._utils import SEED
 from ._validation import check_probability
-from .engine import HaltResult, run_halting
+from .engine import HaltResult, run_halting, stop_table, table_result
 from .priors import oob_prior
 from .rules import HaltingRule, UrnRule, make_rule
 
@@ -105,6 +105,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             np.asarray(m.classes_).take(np.argmax(m.tree_.value[:, 0, :], axis=1)).astype(np.int64)
             for m in members
         ]
+        # leaf -> code increment of the leaf's class (mixed radix T + 1, see engine.stop_table)
+        stride = (self.n_members_ + 1) ** np.arange(len(self.classes_) - 1, -1, -1)
+        self._leaf_code = [stride.astype(np.int32).take(lc) for lc in self._leaf_class]
         self.prior_ = self._build_prior(X, y)
         self.rule_ = make_rule(self.rule, n_members=self.n_members_, confidence=self.confidence,
                                prior=self.prior_)
@@ -177,14 +180,70 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """
         check_is_fitted(self, "estimator_")
         X32 = self._validate_X(X)
+        T, l = self.n_members_, len(self.classes_)
+        tab = stop_table(self.rule_, T, l)
+        if tab is not None:
+            res = self._halt_trees(X32, *tab)
+        else:
+            def fetch(rows, a, b):
+                Xa = X32[rows]
+                out = np.empty((len(rows), b - a), dtype=np.int64)
+                for j in range(a, b):
+                    out[:, j - a] = self._member_predict(j, Xa)
+                return out
 
-        def fetch(rows, a, b):
-            Xa = X32[rows]
-            return np.column_stack([self._member_predict(j, Xa) for j in range(a, b)])
-
-        res = run_halting(fetch, X32.shape[0], self.n_members_, len(self.classes_), self.rule_)
+            res = run_halting(fetch, X32.shape[0], T, l, self.rule_)
         return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
                           counts=res.counts, n_members=res.n_members, stopped=res.stopped)
+
+    #: Compact the active rows (copy their features) once this fraction of
+    #: the rows being evaluated has stopped.
+    _COMPACT_AT = 0.25
+
+    def _halt_trees(self, X32, table, stride):
+        """The fast path: one tree at a time over the rows still voting.
+
+        Each row carries its count vector as one mixed-radix code (see
+        :func:`ensvote.engine.stop_table`); a tree adds the code of its leaf's
+        class, and the stop check is one table look-up.  Stopped rows stay in
+        the evaluated set (masked) until a quarter of it has stopped; then the
+        active rows' features are copied into a smaller array.
+        """
+        T = self.n_members_
+        n = X32.shape[0]
+        trees = [m.tree_ for m in self.estimator_.estimators_]
+        leaf_code = self._leaf_code
+        feats = self._features
+        code_end = np.zeros(n, dtype=np.int32)
+        n_queried = np.full(n, T, dtype=np.int64)
+        Xc, idx = X32, None  # evaluated rows (idx None: all rows, in order)
+        code = np.zeros(n, dtype=np.int32)
+        live = None  # mask over the evaluated rows; None: all live
+        n_live = n_cur = n
+        for j in range(T):
+            if n_live == 0:
+                break
+            Xj = Xc if feats[j] is None else np.ascontiguousarray(Xc[:, feats[j]])
+            code += leaf_code[j].take(trees[j].apply(Xj))
+            if j == T - 1:
+                st = np.ones(n_cur, dtype=bool) if live is None else live
+            else:
+                st = table.take(code)
+                if live is not None:
+                    st &= live
+            k = np.flatnonzero(st)
+            if k.size:
+                rows = k if idx is None else idx[k]
+                code_end[rows] = code[k]
+                n_queried[rows] = j + 1
+                n_live -= k.size
+                live = ~st if live is None else (live & ~st)
+                if n_live and n_cur - n_live >= self._COMPACT_AT * n_cur and j < T - 2:
+                    keep = np.flatnonzero(live)
+                    Xc, code = np.take(Xc, keep, axis=0), code[keep]
+                    idx = keep if idx is None else idx[keep]
+                    live, n_cur = None, n_live
+        return table_result(code_end, n_queried, T, table, stride)
 
     def predict(self, X):
         """Hard majority vote of the members queried until the rule stops."""

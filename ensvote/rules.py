@@ -69,6 +69,14 @@ class HaltingRule:
                 f"but the ensemble has {n_members}"
             )
 
+    def _table_key(self, n_classes):
+        """Hashable identity of the stop decision, for cached stop tables.
+
+        ``None`` (the default, e.g. for user-defined rules) means: do not
+        tabulate, call :meth:`_stop` on the counts instead.
+        """
+        return None
+
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({args})"
@@ -141,6 +149,9 @@ class InfiniteRule(HaltingRule):
         """
         t_max = check_positive_int(t_max, name="t_max", minimum=0)
         return _t_star_table(self.confidence, t_max)[: t_max + 1].copy()
+
+    def _table_key(self, n_classes):
+        return (type(self), self.confidence)
 
     def confidence_of(self, counts):
         """L(y*|t) for the current majority (see :func:`infinite_confidence`)."""
@@ -333,6 +344,13 @@ class UrnRule(HaltingRule):
                     need[c, m] = xs[np.argmax(ok)]
         return need
 
+    def _table_key(self, n_classes):
+        T = self.n_members
+        if (T + 1) ** n_classes > MAX_DENSE_TABLE:
+            return None  # on-demand confidences: tabulating every state would be slow
+        prior = None if self._support is None else _prior_key(self._support, self._probs)
+        return (type(self), T, self.confidence, prior)
+
     def confidence_of(self, counts):
         """P*(t, T) of the current majority (table look-up where available)."""
         t = check_counts(counts)
@@ -388,6 +406,9 @@ class ExactRule(HaltingRule):
     def _params(self):
         return {"T": self.n_members}
 
+    def _table_key(self, n_classes):
+        return (type(self), self.n_members)
+
     def confidence_of(self, counts):
         """1.0 where the outcome is already decided, else 0.0."""
         t = check_counts(counts)
@@ -424,6 +445,9 @@ class FixedRule(HaltingRule):
     def _prepare(self, n_members, n_classes):
         if n_members is not None and self.n > n_members:
             raise ValueError(f"FixedRule n={self.n} must lie in 1..T, but the ensemble has T={n_members} members")
+
+    def _table_key(self, n_classes):
+        return (type(self), self.n)
 
     def _stop(self, t):
         return t.sum(axis=-1) >= self.n

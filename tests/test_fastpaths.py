@@ -1,0 +1,151 @@
+"""The table-driven fast paths give exactly the reference engine's results."""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier, RandomForestClassifier
+
+import ensvote as ev
+from ensvote import engine
+from ensvote.datasets import load
+from ensvote.rules import HaltingRule
+
+FIELDS = ("n_queried", "counts", "stopped")
+
+
+def _reference(votes, rule, l):
+    v = np.asarray(votes, dtype=np.int64)
+    return engine.run_halting(lambda rows, a, b: v[rows, a:b], v.shape[0], v.shape[1], l, rule)
+
+
+def _votes(n, T, l, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(l, 0.7), size=n)  # from clear-cut to borderline rows
+    return (rng.random((n, T, 1)) > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2)
+
+
+def _rules(T):
+    prior = ev.oob_prior(np.array([[T, 0], [max(T - 3, 0), min(3, T)], [T // 2, T - T // 2]] * 5), T)
+    return [ev.InfiniteRule(0.9), ev.InfiniteRule(0.99), ev.UrnRule(T, 0.95), ev.UrnRule(T, 0.99),
+            ev.ExactRule(T), ev.FixedRule(1), ev.FixedRule(min(T, 7)), ev.FixedRule(T),
+            ("prior", ev.UrnRule(T, 0.99, prior=prior))]
+
+
+@pytest.mark.parametrize("l", [2, 3])
+@pytest.mark.parametrize("T", [1, 2, 5, 41, 101])
+def test_halt_fast_path_equals_reference(T, l):
+    votes = _votes(400, T, l, seed=T * 10 + l)
+    for rule in _rules(T):
+        if isinstance(rule, tuple):
+            if l != 2:
+                continue
+            rule = rule[1]
+        assert engine.stop_table(rule, T, l) is not None
+        fast = ev.halt(votes, rule, n_classes=l)
+        ref = _reference(votes, rule, l)
+        assert np.array_equal(fast.labels, ref.labels), rule
+        for f in FIELDS:
+            assert np.array_equal(getattr(fast, f), getattr(ref, f)), (rule, f)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint64, np.float64])
+def test_halt_accepts_any_integer_dtype(dtype):
+    votes = _votes(50, 21, 3, seed=3)
+    want = ev.halt(votes, ev.UrnRule(21, 0.95))
+    got = ev.halt(votes.astype(dtype), ev.UrnRule(21, 0.95))
+    for f in ("labels",) + FIELDS:
+        assert np.array_equal(getattr(got, f), getattr(want, f))
+
+
+def test_stop_table_matches_rule_stop():
+    T = 31
+    for l in (2, 3):
+        grid = np.indices((T + 1,) * l).reshape(l, -1).T
+        grid = grid[(grid.sum(axis=1) >= 1) & (grid.sum(axis=1) <= T)]
+        for rule in (ev.InfiniteRule(0.95), ev.UrnRule(T, 0.9), ev.ExactRule(T), ev.FixedRule(4)):
+            table, stride = engine.stop_table(rule, T, l)
+            assert np.array_equal(table[grid @ stride], rule.stop(grid))
+            assert engine.stop_table(rule, T, l)[0] is table  # cached
+
+
+def test_stop_table_cache_key_includes_threshold_and_prior():
+    T = 21
+    a = engine.stop_table(ev.UrnRule(T, 0.9), T, 2)[0]
+    b = engine.stop_table(ev.UrnRule(T, 0.99), T, 2)[0]
+    assert not np.array_equal(a, b)
+    prior = ev.oob_prior(np.array([[T, 0], [0, T]] * 3), T)
+    c = engine.stop_table(ev.UrnRule(T, 0.9, prior=prior), T, 2)[0]
+    assert not np.array_equal(a, c)
+    assert engine.stop_table(ev.UrnRule(T, 0.9), T, 2)[0] is a
+
+
+class _EveryThird(HaltingRule):
+    def _stop(self, t):
+        return t.sum(axis=-1) % 3 == 0
+
+
+def test_user_rule_uses_reference_engine():
+    votes = _votes(60, 20, 2, seed=5)
+    rule = _EveryThird()
+    assert engine.stop_table(rule, 20, 2) is None
+    res = ev.halt(votes, rule)
+    assert np.all(res.n_queried == 3)
+
+
+def test_large_table_falls_back_to_reference():
+    T, l = 101, 4  # (T + 1) ** 4 entries: too large to tabulate
+    assert engine.stop_table(ev.ExactRule(T), T, l) is None
+    votes = _votes(30, T, l, seed=9)
+    fast = ev.halt(votes, ev.ExactRule(T), n_classes=l)
+    ref = _reference(votes, ev.ExactRule(T), l)
+    for f in FIELDS:
+        assert np.array_equal(getattr(fast, f), getattr(ref, f))
+
+
+@pytest.mark.parametrize("name", ["twonorm", "waveform"])
+@pytest.mark.parametrize("kind", ["rf", "et", "bag"])
+def test_classifier_tree_fast_path_equals_reference(name, kind, monkeypatch):
+    X, y = load(name, n_samples=1500, random_state=ev.SEED)
+    est = {"rf": RandomForestClassifier(31, random_state=ev.SEED),
+           "et": ExtraTreesClassifier(15, bootstrap=True, random_state=ev.SEED),
+           "bag": BaggingClassifier(n_estimators=9, max_features=0.5, random_state=ev.SEED)}[kind]
+    Xtr, ytr, Xte = X[:400], y[:400], X[400:]
+    for rule in ("urn", "infinite", "exact", ev.FixedRule(5)):
+        clf = ev.HaltingClassifier(est, rule=rule).fit(Xtr, ytr)
+        monkeypatch.setattr(type(clf), "_COMPACT_AT", 0.05)  # compact often
+        fast = clf.halt(Xte)
+        ref = _reference(clf.member_votes(Xte), clf.rule_, len(clf.classes_))
+        assert np.array_equal(fast.labels, clf.classes_[ref.labels])
+        for f in FIELDS:
+            assert np.array_equal(getattr(fast, f), getattr(ref, f)), (rule, f)
+        monkeypatch.undo()
+
+
+def test_classifier_reference_path_for_untabulated_rule():
+    X, y = load("twonorm", n_samples=600, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(12, random_state=ev.SEED),
+                               rule=_EveryThird()).fit(X[:300], y[:300])
+    res = clf.halt(X[300:])
+    assert np.all(res.n_queried == 3)
+    ref = _reference(clf.member_votes(X[300:]), clf.rule_, 2)
+    assert np.array_equal(res.counts, ref.counts)
+
+
+def test_classifier_refit_refreshes_leaf_codes():
+    X, y = load("twonorm", n_samples=800, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(11, random_state=ev.SEED), rule="exact")
+    clf.fit(X[:300], y[:300])
+    clf.halt(X[300:])
+    clf.fit(X[300:600], y[300:600])
+    res = clf.halt(X[600:])
+    ref = ev.halt(clf.member_votes(X[600:]), ev.ExactRule(11))
+    assert np.array_equal(res.counts, ref.counts)
+
+
+def test_single_row_and_empty():
+    X, y = load("twonorm", n_samples=400, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(21, random_state=ev.SEED)).fit(X[:300], y[:300])
+    one = clf.halt(X[300:301])
+    assert one.labels.shape == (1,) and one.counts.sum() == one.n_queried[0]
+    assert clf.predict(X[300:400])[0] == one.labels[0]
+    empty = ev.halt(np.zeros((0, 7), dtype=int), ev.UrnRule(7))
+    assert empty.labels.shape == (0,) and empty.counts.shape == (0, 2)
