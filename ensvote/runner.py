@@ -384,7 +384,7 @@ def run(suite, profile, *, out="results", datasets_=None, realizations=None, n_j
     dict with ``run``, ``skipped``, ``missing_datasets`` and ``seconds``.
     """
     from joblib import Parallel, delayed, parallel_config
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValueError(f"n_jobs must be a positive int, got {n_jobs!r}")
