@@ -442,7 +442,7 @@ def _mean_std(values):
     v = np.asarray([x for x in values if x is not None], dtype=float)
     if len(v) == 0:
         return np.nan, np.nan
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else np.nan
 
 
 def _write_csv(df, path):
