@@ -5,6 +5,17 @@ import numbers
 import numpy as np
 
 
+def as_numeric_array(x, *, name, what):
+    """``np.asarray(x)``, refusing ragged, boolean and non-numeric input with a clear error."""
+    try:
+        arr = np.asarray(x)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a rectangular array of {what}: {exc}") from None
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of {what}, got dtype {arr.dtype}")
+    return arr
+
+
 def check_counts(counts, *, name="counts"):
     """Validate vote counts of shape ``(..., l)``, ``l >= 2``; return an int64 array.
 
@@ -12,12 +23,7 @@ def check_counts(counts, *, name="counts"):
     every value is integral (e.g. ``np.array([3.0, 2.0])``); booleans and
     anything non-numeric are rejected.
     """
-    try:
-        arr = np.asarray(counts)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a rectangular array of vote counts: {exc}") from None
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be an array of integer vote counts, got dtype {arr.dtype}")
+    arr = as_numeric_array(counts, name=name, what="integer vote counts")
     if arr.ndim == 0:
         raise ValueError(f"{name} must have shape (..., n_classes) with n_classes >= 2, got a scalar")
     if arr.shape[-1] < 2:

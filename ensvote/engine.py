@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._validation import as_numeric_array
 from .rules import HaltingRule
 
 __all__ = ["HaltResult", "halt"]
@@ -60,12 +61,7 @@ class HaltResult:
 
 
 def _check_votes(votes, n_classes):
-    try:
-        v = np.asarray(votes)
-    except ValueError as exc:
-        raise ValueError(f"votes must be a rectangular array: {exc}") from None
-    if v.dtype == bool or v.dtype.kind not in "iuf":
-        raise TypeError(f"votes must be an integer array of class indices, got dtype {v.dtype}")
+    v = as_numeric_array(votes, name="votes", what="integer class indices")
     if v.ndim != 2:
         raise ValueError(f"votes must have shape (n_rows, n_members), got {v.ndim} dimension(s) {v.shape}")
     if v.shape[1] < 1:

@@ -109,8 +109,10 @@ def test_votes_wrong_dimension():
         ev.halt(np.array([0, 1, 1]), ev.ExactRule(3))
     with pytest.raises(ValueError, match="shape \\(n_rows, n_members\\)"):
         ev.halt(np.zeros((2, 3, 1), dtype=int), ev.ExactRule(3))
-    with pytest.raises(TypeError, match="integer array"):
+    with pytest.raises(TypeError, match="integer class indices"):
         ev.halt(np.array([["a", "b"]]), ev.ExactRule(2))
+    with pytest.raises(ValueError, match="rectangular"):
+        ev.halt([[0, 1], [1]], ev.ExactRule(2))
 
 
 def test_rule_ensemble_size_mismatch():
