@@ -483,7 +483,7 @@ def aggregate(suite, profile, *, out="results"):
         for d, rs in by.items():
             for ens in ("bagging", "rf"):
                 sweep = np.array([r["result"][ens]["pi_sweep"] for r in rs])
-                for q, m, s in zip(PI_GRID, sweep.mean(0), sweep.std(0, ddof=1) if len(rs) > 1 else 0 * sweep[0]):
+                for q, m, s in zip(PI_GRID, sweep.mean(0), sweep.std(0, ddof=1) if len(rs) > 1 else np.full(len(PI_GRID), np.nan)):
                     rows.append({"problem": HL2011_PROBLEMS[d], "ensemble": ens, "pi": q,
                                  "pct_halted_mean": 100 * m, "pct_halted_std": 100 * s, "n_realizations": len(rs)})
         _write_csv(pd.DataFrame(rows), target / "fig6_pi_sweep.csv")
