@@ -1,0 +1,101 @@
+"""runner.compare_with_published: the "ours beside published" tables of the experiment chapters."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ensvote import runner
+
+
+def _ours():
+    # a: 10 runs, within one std; b: one run (no std), outside; c: not run; d: unavailable offline;
+    # e: run but missing from the published table
+    return pd.DataFrame({"err_mean": [1.04, 3.0, np.nan, np.nan, 5.0],
+                         "err_std": [0.1, np.nan, np.nan, np.nan, 0.5],
+                         "trees_hyper_mean": [8.0, 9.25, np.nan, np.nan, 7.0],
+                         "trees_hyper_std": [1.0, 0.5, np.nan, np.nan, 0.25],
+                         "p": [0.01, 0.2, np.nan, np.nan, 0.03],
+                         "n_realizations": [10, 1, 0, 0, 4]},
+                        index=pd.Index(["a", "b", "c", "d", "e"], name="problem"))
+
+
+def _pub():
+    return pd.DataFrame({"err_mean": ["1.0", "2.5", "4.0", "6.0"], "err_std": ["0.2", "0.30", "1.0", "1.5"],
+                         "trees_hyper_mean": ["8.5", "9.0", "9.0", "9.0"], "trees_hyper_std": ["0.5", "0.1", "1", "1"]},
+                        index=["a", "b", "c", "d"])
+
+
+def test_every_kind_of_cell():
+    table, _, _ = runner.compare_with_published(_ours(), _pub(), {"err": "error %"}, unavailable=["d"],
+                                                not_in_published="no row")
+    assert list(table.columns) == [("error %", "ours"), ("error %", "published"), ("error %", "Δ")]
+    assert table.index.equals(_ours().index)
+    assert table.loc["a"].tolist() == ["1.04±0.10", "1.0±0.2", "+0.04 ✓"]
+    assert table.loc["b"].tolist() == ["3.00±–", "2.5±0.30", "+0.50 ✗"]  # no std of ours; published as printed
+    assert table.loc["c"].tolist() == ["not run", "4.0±1.0", "—"]
+    assert table.loc["d"].tolist() == ["unavailable offline", "6.0±1.5", "—"]
+    assert table.loc["e"].tolist() == ["5.00±0.50", "no row", "—"]
+    default, _, _ = runner.compare_with_published(_ours(), _pub(), ["err"])
+    assert default.loc["e", ("err", "published")] == "not in our copy" and default.loc["d", ("err", "ours")] == "not run"
+
+
+def test_flags_and_deltas():
+    ours = _ours()
+    ours.loc["a", "trees_hyper_mean"] = 8.0  # exactly one published std (0.5) below 8.5: within
+    _, within, delta = runner.compare_with_published(ours, _pub(), ["err", "trees_hyper"])
+    assert list(within.columns) == list(delta.columns) == ["err", "trees_hyper"]
+    assert str(within["err"].dtype) == "boolean"
+    assert within["err"].tolist() == [True, False, pd.NA, pd.NA, pd.NA]
+    assert within["trees_hyper"].tolist() == [True, False, pd.NA, pd.NA, pd.NA]
+    np.testing.assert_allclose(delta["err"].to_numpy(), [0.04, 0.5, np.nan, np.nan, np.nan])
+    np.testing.assert_allclose(delta["trees_hyper"].to_numpy(), [-0.5, 0.25, np.nan, np.nan, np.nan])
+
+
+def test_significance_star_from_pvalue_column_or_mapping():
+    every, _, _ = runner.compare_with_published(_ours(), _pub(), ["err", "trees_hyper"], pvalue="p")
+    assert every.loc["a", ("err", "ours")] == "1.04±0.10*" and every.loc["a", ("trees_hyper", "ours")] == "8.00±1.00*"
+    assert every.loc["b", ("err", "ours")] == "3.00±–"  # p = 0.2
+    assert every.loc["c", ("err", "ours")] == "not run"  # p is NaN
+    some, _, _ = runner.compare_with_published(_ours(), _pub(), ["err", "trees_hyper"], pvalue={"trees_hyper": "p"})
+    assert some.loc["a", ("err", "ours")] == "1.04±0.10" and some.loc["e", ("trees_hyper", "ours")] == "7.00±0.25*"
+
+
+def test_decimals_and_n_column():
+    table, _, _ = runner.compare_with_published(_ours(), _pub(), {"trees_hyper": "HYPER"}, decimals=1, show_n=True)
+    assert table.loc["b"].tolist() == ["9.2±0.5", "9.0±0.1", "+0.2 ✗", 1]  # 9.25 rounds half to even
+    assert table[("N", "")].tolist() == [10, 1, 0, 0, 4]
+
+
+def test_missing_columns_are_named():
+    with pytest.raises(ValueError, match=r"ours lacks the columns \['err_std', 'n_realizations'\]"):
+        runner.compare_with_published(_ours().drop(columns=["err_std", "n_realizations"]), _pub(), ["err"])
+    with pytest.raises(ValueError, match=r"published lacks the columns \['trees_hyper_mean'\]"):
+        runner.compare_with_published(_ours(), _pub().drop(columns="trees_hyper_mean"), ["err", "trees_hyper"])
+    with pytest.raises(ValueError, match=r"ours lacks the columns \['pvalue_x'\]"):
+        runner.compare_with_published(_ours(), _pub(), ["err"], pvalue="pvalue_x")
+
+
+def test_pvalue_for_a_quantity_not_compared():
+    with pytest.raises(ValueError, match=r"not compared: \['trees_hyper'\]"):
+        runner.compare_with_published(_ours(), _pub(), ["err"], pvalue={"trees_hyper": "p"})
+
+
+def test_no_quantities():
+    with pytest.raises(ValueError, match="no quantities"):
+        runner.compare_with_published(_ours(), _pub(), {})
+
+
+def test_duplicate_problems():
+    pub = pd.concat([_pub(), _pub().iloc[:1]])
+    with pytest.raises(ValueError, match=r"published has duplicate problems: \['a'\]"):
+        runner.compare_with_published(_ours(), pub, ["err"])
+
+
+def test_negative_decimals():
+    with pytest.raises(ValueError, match="decimals"):
+        runner.compare_with_published(_ours(), _pub(), ["err"], decimals=-1)
+
+
+def test_not_dataframes():
+    with pytest.raises(TypeError, match="DataFrames"):
+        runner.compare_with_published(_ours().to_dict(), _pub(), ["err"])
