@@ -88,24 +88,25 @@ class Suite:
         return self.smoke_datasets if profile == "smoke" else self.datasets
 
 
+def _profile_params(full, **smoke):
+    """The same parameters for ``book`` and ``paper``; ``smoke`` overrides a few to run in seconds."""
+    return {"smoke": {**full, **smoke}, "book": dict(full), "paper": dict(full)}
+
+
 SUITES = {
     "hl2011": Suite(
         "hl2011", tuple(HL2011_PROBLEMS), {"smoke": 1, "book": 10, "paper": 100},
-        {"smoke": {"T": 101, "proxy": 500, "pi": 0.99, "n_test_synthetic": 300},
-         "book": {"T": 101, "proxy": 10_000, "pi": 0.99, "n_test_synthetic": 1000},
-         "paper": {"T": 101, "proxy": 10_000, "pi": 0.99, "n_test_synthetic": 1000}},
+        _profile_params({"T": 101, "proxy": 10_000, "pi": 0.99, "n_test_synthetic": 1000},
+                        proxy=500, n_test_synthetic=300),
         smoke_datasets=("pima", "twonorm")),
     "circle": Suite(
         "circle", ("circle",), {"smoke": 2, "book": 100, "paper": 100},
-        {"smoke": {"n_trees": 500, "grid": 21, "pi": 0.99, "n_train": 300},
-         "book": {"n_trees": 10_000, "grid": 101, "pi": 0.99, "n_train": 300},
-         "paper": {"n_trees": 10_000, "grid": 101, "pi": 0.99, "n_train": 300}},
+        _profile_params({"n_trees": 10_000, "grid": 101, "pi": 0.99, "n_train": 300}, n_trees=500, grid=21),
         smoke_datasets=("circle",)),
     "soto2016": Suite(
         "soto2016", tuple(SOTO2016_PROBLEMS), {"smoke": 2, "book": 100, "paper": 100},
-        {"smoke": {"T": 101, "alpha": 0.99, "n_mc": 2000, "n_test_synthetic": 300},
-         "book": {"T": 101, "alpha": 0.99, "n_mc": 10_000, "n_test_synthetic": 1000},
-         "paper": {"T": 101, "alpha": 0.99, "n_mc": 10_000, "n_test_synthetic": 1000}},
+        _profile_params({"T": 101, "alpha": 0.99, "n_mc": 10_000, "n_test_synthetic": 1000},
+                        n_mc=2000, n_test_synthetic=300),
         smoke_datasets=("sonar", "votes")),
 }
 
