@@ -182,3 +182,28 @@ def test_expected_queries_bad_method():
         ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10), method="dp")
     with pytest.raises(ValueError, match="two classes"):
         ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10, 3), method="exact")
+
+
+def test_smoothing_window_must_be_odd():
+    with pytest.raises(ValueError, match="span must be odd"):
+        ev.priors.smooth_moving_average(np.ones(10), 4)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        ev.priors.smooth_moving_average(np.ones((3, 3)), 5)
+    with pytest.raises(ValueError, match="window must be odd"):
+        ev.oob_prior(np.array([[3, 1], [2, 2]]), 11, window=4)
+
+
+def test_oob_prior_bad_votes():
+    with pytest.raises(ValueError, match="non-negative"):
+        ev.oob_prior(np.array([[3, -1]]), 11)
+    with pytest.raises(ValueError, match="shape \\(n_rows, n_classes\\)"):
+        ev.oob_prior(np.zeros((2, 2, 2), dtype=int), 11)
+
+
+def test_expected_queries_bad_rule_and_samples():
+    with pytest.raises(TypeError, match="HaltingRule"):
+        ev.expected_queries("urn", ev.uniform_prior(10))
+    with pytest.raises(ValueError, match="n_samples must be >= 1"):
+        ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10), n_samples=0)
+    with pytest.raises(ValueError, match="built for T=12"):
+        ev.expected_queries(ev.UrnRule(12), ev.uniform_prior(10))
