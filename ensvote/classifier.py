@@ -166,8 +166,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         return np.column_stack([self._member_predict(j, X32) for j in range(self.n_members_)])
 
     def _validate_X(self, X):
-        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
-        return np.ascontiguousarray(X, dtype=np.float32)
+        # float32, C order, as the trees' own predict wants it (as RandomForestClassifier does)
+        return validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float32,
+                             order="C")
 
     def halt(self, X):
         """Query members row by row until ``rule_`` stops.
@@ -197,16 +198,19 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                           counts=res.counts, n_members=res.n_members, stopped=res.stopped)
 
     #: Compact the active rows (copy their features) once this fraction of
-    #: the rows being evaluated has stopped.
-    _COMPACT_AT = 0.25
+    #: the rows being evaluated has stopped (see ``benchmarks/bench_speed.py``).
+    _COMPACT_AT = 0.1
 
-    def _halt_trees(self, X32, table, stride):
+    def _halt_trees(self, X32, table, stride, stops_at):
         """The fast path: one tree at a time over the rows still voting.
 
         Each row carries its count vector as one mixed-radix code (see
         :func:`ensvote.engine.stop_table`); a tree adds the code of its leaf's
-        class, and the stop check is one table look-up.  Stopped rows stay in
-        the evaluated set (masked) until a quarter of it has stopped; then the
+        class, and the stop check is one table look-up (skipped after trees
+        ``j`` with ``stops_at[j + 1]`` False, e.g. the first few, where no row
+        can stop).  A stopped row's code
+        is parked at ``(T + 1) ** l``, where the table is False, and the row
+        stays in the evaluated set until a tenth of it has stopped; then the
         active rows' features are copied into a smaller array.
         """
         T = self.n_members_
@@ -214,11 +218,11 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         trees = [m.tree_ for m in self.estimator_.estimators_]
         leaf_code = self._leaf_code
         feats = self._features
+        parked = len(table) // 2  # codes >= parked: rows already stopped
         code_end = np.zeros(n, dtype=np.int32)
         n_queried = np.full(n, T, dtype=np.int64)
         Xc, idx = X32, None  # evaluated rows (idx None: all rows, in order)
         code = np.zeros(n, dtype=np.int32)
-        live = None  # mask over the evaluated rows; None: all live
         n_live = n_cur = n
         for j in range(T):
             if n_live == 0:
@@ -226,23 +230,22 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             Xj = Xc if feats[j] is None else np.ascontiguousarray(Xc[:, feats[j]])
             code += leaf_code[j].take(trees[j].apply(Xj))
             if j == T - 1:
-                st = np.ones(n_cur, dtype=bool) if live is None else live
+                k = np.flatnonzero(code < parked)
+            elif not stops_at[j + 1]:
+                continue
             else:
-                st = table.take(code)
-                if live is not None:
-                    st &= live
-            k = np.flatnonzero(st)
+                k = np.flatnonzero(table.take(code))
             if k.size:
                 rows = k if idx is None else idx[k]
                 code_end[rows] = code[k]
                 n_queried[rows] = j + 1
+                code[k] = parked
                 n_live -= k.size
-                live = ~st if live is None else (live & ~st)
                 if n_live and n_cur - n_live >= self._COMPACT_AT * n_cur and j < T - 2:
-                    keep = np.flatnonzero(live)
+                    keep = np.flatnonzero(code < parked)
                     Xc, code = np.take(Xc, keep, axis=0), code[keep]
                     idx = keep if idx is None else idx[keep]
-                    live, n_cur = None, n_live
+                    n_cur = n_live
         return table_result(code_end, n_queried, T, table, stride)
 
     def predict(self, X):

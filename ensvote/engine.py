@@ -1,6 +1,7 @@
 """The voting engine: query members in order until a rule says stop."""
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,17 +73,20 @@ def _check_votes(votes, n_classes):
     if v.dtype.kind == "f" or v.dtype == np.uint64:
         v = v.astype(np.int64)
     # other integer dtypes are used as given (no copy): the engine only indexes with them
-    if v.size and v.dtype.kind == "i" and v.min() < 0:
-        raise ValueError(f"votes must be class indices >= 0, found {int(v.min())}")
+    if n_classes is not None and (isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer))
+                                  or n_classes < 2):
+        raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
+    top = 1
+    if v.size:
+        # one pass: seen as unsigned, a negative vote is larger than any valid one
+        top = int(v.view(np.dtype(f"u{v.dtype.itemsize}")).max())
+        if v.dtype.kind == "i" and top >= 2 ** (8 * v.dtype.itemsize - 1):
+            raise ValueError(f"votes must be class indices >= 0, found {int(v.min())}")
     if n_classes is None:
-        n_classes = max(2, int(v.max()) + 1 if v.size else 2)
-    else:
-        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-            raise ValueError(f"n_classes must be an int >= 2, got {n_classes!r}")
-        n_classes = int(n_classes)
-        if v.size and v.max() >= n_classes:
-            raise ValueError(f"votes contain label {int(v.max())}, outside 0..{n_classes - 1}")
-    return v, n_classes
+        return v, max(2, top + 1)
+    if top >= n_classes:
+        raise ValueError(f"votes contain label {top}, outside 0..{n_classes - 1}")
+    return v, int(n_classes)
 
 
 def halt(votes, rule, *, n_classes=None):
@@ -115,6 +119,20 @@ def halt(votes, rule, *, n_classes=None):
     return _halt_votes_table(v, v.shape[1], l, *tab)
 
 
+class StopTable(NamedTuple):
+    """A rule's stop decisions for every count vector (see :func:`stop_table`)."""
+
+    table: np.ndarray  #: flat boolean table indexed by mixed-radix code
+    stride: np.ndarray  #: code increment of a vote for each class
+    stops_at: np.ndarray  #: ``stops_at[s]``: some count vector with ``s`` votes stops
+
+    @property
+    def min_votes(self):
+        """Fewest votes at which any count vector stops (``T`` if none does before ``T``)."""
+        hit = np.flatnonzero(self.stops_at)
+        return int(hit[0]) if hit.size else len(self.stops_at) - 1
+
+
 def stop_table(rule, n_members, n_classes):
     """The rule's stop decision for every count vector, as a flat boolean table.
 
@@ -122,15 +140,21 @@ def stop_table(rule, n_members, n_classes):
     ``code = sum_c t_c * stride[c]`` with ``stride[c] = (T + 1) ** (l - 1 - c)``,
     so adding a vote for class ``c`` adds ``stride[c]`` and a stop check is
     ``table[code]``.  Entries with ``sum(t) == 0`` or ``sum(t) > T`` are False
-    (never looked up).  Built once per ``rule._table_key()`` (its type, threshold,
-    prior), ``T`` and ``l``, and cached.
+    (never looked up).  The table has ``2 * (T + 1) ** l`` entries: codes from
+    ``(T + 1) ** l`` up are False, so a fast path can park a stopped row there
+    and keep adding votes without it stopping again (at most ``T`` votes add
+    less than ``(T + 1) ** l``).  Built once per ``rule._table_key()`` (its
+    type, threshold, prior), ``T`` and ``l``, and cached.
 
     Returns
     -------
-    (table, stride) or None
-        None when the rule has no table key (e.g. a user-defined rule; the
-        engine then calls ``rule._stop`` block by block) or ``(T + 1) ** l``
-        exceeds ``MAX_STOP_TABLE``.
+    StopTable or None
+        ``(table, stride, stops_at)``; ``stops_at`` (boolean, length
+        ``T + 1``) lets the fast paths skip the look-ups after members where no
+        row can stop (e.g. the first few).  None when
+        the rule has no table key (e.g. a user-defined rule; the engine then
+        calls ``rule._stop`` block by block) or ``(T + 1) ** l`` exceeds
+        ``MAX_STOP_TABLE``.
     """
     rule._prepare(n_members, n_classes)
     T, l = int(n_members), int(n_classes)
@@ -151,80 +175,80 @@ def stop_table(rule, n_members, n_classes):
         offs = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
         states = np.column_stack([states[rows], offs])
     states = states[states.sum(axis=1) > 0]
-    table = np.zeros((T + 1) ** l, dtype=bool)
-    table[states @ stride.astype(np.int64)] = np.asarray(rule._stop(states), dtype=bool)
-    table.setflags(write=False)
-    stride.setflags(write=False)
+    table = np.zeros(2 * (T + 1) ** l, dtype=bool)
+    stops = np.asarray(rule._stop(states), dtype=bool)
+    table[states @ stride.astype(np.int64)] = stops
+    stops_at = np.zeros(T + 1, dtype=bool)
+    stops_at[states[stops].sum(axis=1)] = True
+    for a in (table, stride, stops_at):
+        a.setflags(write=False)
     if len(_STOP_TABLES) >= _STOP_TABLES_MAX:
         _STOP_TABLES.pop(next(iter(_STOP_TABLES)))
-    _STOP_TABLES[key] = (table, stride)
-    return table, stride
+    hit = _STOP_TABLES[key] = StopTable(table, stride, stops_at)
+    return hit
 
 
-def _decode(code, n_members, stride):
-    """Counts ``(n, l)`` from mixed-radix codes."""
-    return (code[:, None] // stride.astype(np.int64)) % (n_members + 1)
+def _decode(code, n_members, n_classes):
+    """Counts ``(n, l)`` from mixed-radix codes (base ``T + 1``, class 0 most significant)."""
+    counts = np.empty((len(code), n_classes), dtype=np.int64)
+    rest = np.asarray(code, dtype=np.int32)
+    for c in range(n_classes - 1, 0, -1):
+        rest, counts[:, c] = np.divmod(rest, n_members + 1)
+    counts[:, 0] = rest
+    return counts
 
 
 def table_result(code, n_queried, n_members, table, stride):
     """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members."""
-    counts = _decode(code, n_members, stride)
-    return HaltResult(labels=np.argmax(counts, axis=1), n_queried=n_queried, counts=counts,
+    counts = _decode(code, n_members, len(stride))
+    if counts.shape[1] == 2:  # lowest index on ties
+        labels = (counts[:, 1] > counts[:, 0]).astype(np.int64)
+    else:
+        labels = np.argmax(counts, axis=1)
+    return HaltResult(labels=labels, n_queried=n_queried, counts=counts,
                       n_members=n_members, stopped=table[code])
 
 
-def _halt_votes_table(v, n_members, n_classes, table, stride, first_block=16, max_block=128):
-    """:func:`halt` on a vote matrix with a stop table: blocks of members over the active rows."""
+def _halt_votes_table(v, n_members, n_classes, table, stride, stops_at, compact_at=0.1):
+    """:func:`halt` on a vote matrix with a stop table, one member (column) at a time.
+
+    Each active row's count vector is one mixed-radix code; member ``j`` adds
+    ``stride[v[r, j]]`` and the stop check is ``table[code]`` (skipped after
+    members ``j`` with ``stops_at[j + 1]`` False, where no row can stop).  A stopped row's
+    code is parked at ``(T + 1) ** l`` (where the table is False) until a
+    fraction ``compact_at`` of the active rows has stopped; then the active
+    set is compacted.  Only the votes up to each row's stop (plus those read
+    while it was parked) are read.
+    """
     n = v.shape[0]
+    T = n_members
+    parked = len(table) // 2  # codes >= parked: rows already stopped
     code_end = np.zeros(n, dtype=np.int32)
-    n_queried = np.full(n, n_members, dtype=np.int64)
-    active = None  # None: all rows, in order
+    n_queried = np.full(n, T, dtype=np.int64)
     code = np.zeros(n, dtype=np.int32)
-    binary = n_classes == 2
-    if binary:  # re-index the table by (votes so far, votes for class 1)
-        T1 = n_members + 1
-        s_, t1 = np.divmod(np.arange(T1 * T1), T1)
-        ok = t1 <= s_
-        table_orig = table
-        table2 = np.zeros(T1 * T1, dtype=bool)
-        table2[ok] = table[(s_[ok] - t1[ok]) * T1 + t1[ok]]
-        table = table2
-    start, block = 0, first_block
-    while start < n_members:
-        na = n if active is None else active.size
-        if na == 0:
+    active = None  # rows being evaluated (None: all rows, in order)
+    n_live = n_cur = n
+    for j in range(T):
+        if n_live == 0:
             break
-        width = max(1, min(block, n_members - start, _BLOCK_ENTRIES // max(1, na)))
-        stop = start + width
-        blk = v[:, start:stop] if active is None else v[active, start:stop]
-        if binary:
-            # votes are 0/1: code = (T + 1) * s + t_1 with s = start + 1 + column
-            cum = np.cumsum(blk, axis=1, dtype=np.int32)
-            cum += code[:, None] + ((np.arange(start + 1, stop + 1, dtype=np.int32)) * T1)
+        code += stride.take(v[:, j] if active is None else v[active, j])
+        if j == T - 1:
+            k = np.flatnonzero(code < parked)
+        elif not stops_at[j + 1]:
+            continue
         else:
-            cum = stride.take(blk)
-            np.cumsum(cum, axis=1, out=cum)
-            cum += code[:, None]
-        if stop == n_members:
-            halted = table.take(cum[:, :-1]) if width > 1 else np.zeros((na, 0), dtype=bool)
-            halted = np.concatenate([halted, np.ones((na, 1), dtype=bool)], axis=1)
-        else:
-            halted = table.take(cum)
-        first = np.argmax(halted, axis=1)
-        any_ = halted[np.arange(na), first]
-        rows = np.flatnonzero(any_)
-        orig = rows if active is None else active[rows]
-        code_end[orig] = cum[rows, first[rows]]
-        n_queried[orig] = start + first[rows] + 1
-        rest = np.flatnonzero(~any_)
-        code = cum[rest, -1] - (stop * T1 if binary else 0)
-        active = rest if active is None else active[rest]
-        start = stop
-        block = min(2 * block, max_block)
-    if binary:  # back to the (t_0, t_1) code
-        s_, t1 = np.divmod(code_end, T1)
-        code_end = (s_ - t1) * T1 + t1
-        table = table_orig
+            k = np.flatnonzero(table.take(code))
+        if k.size:
+            rows = k if active is None else active[k]
+            code_end[rows] = code[k]
+            n_queried[rows] = j + 1
+            code[k] = parked
+            n_live -= k.size
+            if n_live and n_cur - n_live >= compact_at * n_cur and j < T - 2:
+                keep = np.flatnonzero(code < parked)
+                code = code[keep]
+                active = keep if active is None else active[keep]
+                n_cur = n_live
     return table_result(code_end, n_queried, n_members, table, stride)
 
 

@@ -104,6 +104,26 @@ def test_votes_label_out_of_range():
         ev.halt(np.array([[0, -1, 1]]), ev.ExactRule(3))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_votes_negative_or_too_large_any_dtype(dtype):
+    # the range check is one pass over the votes seen as unsigned: a negative
+    # vote (large as unsigned) and a too-large one must both be caught
+    base = np.zeros((40, 9), dtype=dtype)
+    for bad, match in ((-1, ">= 0, found -1"), (np.iinfo(dtype).min, ">= 0"), (3, "label 3, outside 0..2")):
+        v = base.copy()
+        v[37, 8] = bad  # in a member after every row's stop, and in a non-contiguous view below
+        with pytest.raises(ValueError, match=match):
+            ev.halt(v, ev.UrnRule(9), n_classes=3)
+        with pytest.raises(ValueError, match=match):
+            ev.halt(np.asfortranarray(v)[:, ::1], ev.UrnRule(9), n_classes=3)
+    v = base.copy()
+    v[5, 8] = -2
+    with pytest.raises(ValueError, match=">= 0, found -2"):
+        ev.halt(v[:, ::2], ev.UrnRule(5))  # strided columns, n_classes inferred
+    v[5, 8] = 4
+    assert ev.halt(v, ev.UrnRule(9)).counts.shape == (40, 5)  # inferred l = max + 1
+
+
 def test_votes_wrong_dimension():
     with pytest.raises(ValueError, match="shape \\(n_rows, n_members\\)"):
         ev.halt(np.array([0, 1, 1]), ev.ExactRule(3))

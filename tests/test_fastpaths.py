@@ -62,9 +62,31 @@ def test_stop_table_matches_rule_stop():
         grid = np.indices((T + 1,) * l).reshape(l, -1).T
         grid = grid[(grid.sum(axis=1) >= 1) & (grid.sum(axis=1) <= T)]
         for rule in (ev.InfiniteRule(0.95), ev.UrnRule(T, 0.9), ev.ExactRule(T), ev.FixedRule(4)):
-            table, stride = engine.stop_table(rule, T, l)
-            assert np.array_equal(table[grid @ stride], rule.stop(grid))
+            table, stride, stops_at = engine.stop_table(rule, T, l)
+            stops = rule.stop(grid)
+            assert np.array_equal(table[grid @ stride], stops)
+            # stops_at[s]: some count vector with s votes stops
+            sums = grid.sum(axis=1)
+            assert np.array_equal(stops_at, np.isin(np.arange(T + 1), sums[stops]))
+            min_votes = engine.stop_table(rule, T, l).min_votes
+            assert min_votes == (sums[stops].min() if stops.any() else T)
+            assert not table[grid[sums < min_votes] @ stride].any()
+            assert not table[len(table) // 2:].any()  # parking codes never stop
             assert engine.stop_table(rule, T, l)[0] is table  # cached
+
+
+def test_min_votes_skip_matches_reference_when_no_row_can_stop_early():
+    # SIBA at alpha = 0.999 needs many unanimous votes: the fast paths skip those look-ups
+    T = 51
+    rule = ev.UrnRule(T, 0.999)
+    assert engine.stop_table(rule, T, 2).min_votes > 5
+    votes = _votes(300, T, 2, seed=11)
+    votes[:100] = 1  # unanimous rows stop exactly at min_votes
+    fast = ev.halt(votes, rule, n_classes=2)
+    ref = _reference(votes, rule, 2)
+    assert np.all(fast.n_queried[:100] == engine.stop_table(rule, T, 2).min_votes)
+    for f in ("labels",) + FIELDS:
+        assert np.array_equal(getattr(fast, f), getattr(ref, f)), f
 
 
 def test_stop_table_cache_key_includes_threshold_and_prior():
