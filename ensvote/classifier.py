@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._utils import SEED
 from ._validation import check_probability
-from .engine import HaltResult, run_halting, stop_table, table_result
+from .engine import HaltResult, label_table, run_halting, stop_table, table_result
 from .priors import oob_prior
 from .rules import HaltingRule, UrnRule, make_rule
 
@@ -184,7 +184,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         T, l = self.n_members_, len(self.classes_)
         tab = stop_table(self.rule_, T, l)
         if tab is not None:
-            res = self._halt_trees(X32, *tab)
+            res = table_result(*self._halt_trees(X32, *tab), T, tab.table, tab.stride)
         else:
             def fetch(rows, a, b):
                 Xa = X32[rows]
@@ -204,6 +204,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     def _halt_trees(self, X32, table, stride, stops_at):
         """The fast path: one tree at a time over the rows still voting.
 
+        Returns the code each row ended at and the members it queried.
+
         Each row carries its count vector as one mixed-radix code (see
         :func:`ensvote.engine.stop_table`); a tree adds the code of its leaf's
         class, and the stop check is one table look-up (skipped after trees
@@ -219,6 +221,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         leaf_code = self._leaf_code
         feats = self._features
         parked = len(table) // 2  # codes >= parked: rows already stopped
+        check = stops_at.tolist()  # check[s]: a row with s votes may stop
         code_end = np.zeros(n, dtype=np.int32)
         n_queried = np.full(n, T, dtype=np.int64)
         Xc, idx = X32, None  # evaluated rows (idx None: all rows, in order)
@@ -231,10 +234,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             code += leaf_code[j].take(trees[j].apply(Xj))
             if j == T - 1:
                 k = np.flatnonzero(code < parked)
-            elif not stops_at[j + 1]:
+            elif not check[j + 1]:
                 continue
             else:
-                k = np.flatnonzero(table.take(code))
+                k = table.take(code).nonzero()[0]
             if k.size:
                 rows = k if idx is None else idx[k]
                 code_end[rows] = code[k]
@@ -246,8 +249,17 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                     Xc, code = np.take(Xc, keep, axis=0), code[keep]
                     idx = keep if idx is None else idx[keep]
                     n_cur = n_live
-        return table_result(code_end, n_queried, T, table, stride)
+        return code_end, n_queried
 
     def predict(self, X):
-        """Hard majority vote of the members queried until the rule stops."""
-        return self.halt(X).labels
+        """Hard majority vote of the members queried until the rule stops.
+
+        The same labels as ``halt(X).labels``, without assembling the counts.
+        """
+        check_is_fitted(self, "estimator_")
+        T, l = self.n_members_, len(self.classes_)
+        tab = stop_table(self.rule_, T, l)
+        if tab is None:
+            return self.halt(X).labels
+        code_end, _ = self._halt_trees(self._validate_X(X), *tab)
+        return self.classes_.take(label_table(T, l).take(code_end))

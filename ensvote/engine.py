@@ -16,6 +16,7 @@ _BLOCK_ENTRIES = 4_000_000
 MAX_STOP_TABLE = 2_200_000
 _STOP_TABLES = {}
 _STOP_TABLES_MAX = 32
+_LABEL_TABLES = {}
 
 
 @dataclass(frozen=True, repr=False)
@@ -198,15 +199,29 @@ def _decode(code, n_members, n_classes):
     return counts
 
 
+def label_table(n_members, n_classes):
+    """Majority class (lowest index on ties) of every mixed-radix code below ``(T + 1) ** l``.
+
+    ``label_table(T, l)[code]`` is the label of a row that ended at ``code``
+    (see :func:`stop_table`); cached per ``(T, l)``.
+    """
+    key = (int(n_members), int(n_classes))
+    hit = _LABEL_TABLES.get(key)
+    if hit is None:
+        T, l = key
+        hit = np.argmax(_decode(np.arange((T + 1) ** l, dtype=np.int32), T, l), axis=1)
+        hit.setflags(write=False)
+        if len(_LABEL_TABLES) >= _STOP_TABLES_MAX:
+            _LABEL_TABLES.pop(next(iter(_LABEL_TABLES)))
+        _LABEL_TABLES[key] = hit
+    return hit
+
+
 def table_result(code, n_queried, n_members, table, stride):
     """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members."""
-    counts = _decode(code, n_members, len(stride))
-    if counts.shape[1] == 2:  # lowest index on ties
-        labels = (counts[:, 1] > counts[:, 0]).astype(np.int64)
-    else:
-        labels = np.argmax(counts, axis=1)
-    return HaltResult(labels=labels, n_queried=n_queried, counts=counts,
-                      n_members=n_members, stopped=table[code])
+    return HaltResult(labels=label_table(n_members, len(stride)).take(code), n_queried=n_queried,
+                      counts=_decode(code, n_members, len(stride)), n_members=n_members,
+                      stopped=table[code])
 
 
 def _halt_votes_table(v, n_members, n_classes, table, stride, stops_at, compact_at=0.1):
@@ -223,6 +238,7 @@ def _halt_votes_table(v, n_members, n_classes, table, stride, stops_at, compact_
     n = v.shape[0]
     T = n_members
     parked = len(table) // 2  # codes >= parked: rows already stopped
+    check = stops_at.tolist()  # check[s]: a row with s votes may stop
     code_end = np.zeros(n, dtype=np.int32)
     n_queried = np.full(n, T, dtype=np.int64)
     code = np.zeros(n, dtype=np.int32)
@@ -234,10 +250,10 @@ def _halt_votes_table(v, n_members, n_classes, table, stride, stops_at, compact_
         code += stride.take(v[:, j] if active is None else v[active, j])
         if j == T - 1:
             k = np.flatnonzero(code < parked)
-        elif not stops_at[j + 1]:
+        elif not check[j + 1]:
             continue
         else:
-            k = np.flatnonzero(table.take(code))
+            k = table.take(code).nonzero()[0]
         if k.size:
             rows = k if active is None else active[k]
             code_end[rows] = code[k]

@@ -137,6 +137,7 @@ def test_classifier_tree_fast_path_equals_reference(name, kind, monkeypatch):
         fast = clf.halt(Xte)
         ref = _reference(clf.member_votes(Xte), clf.rule_, len(clf.classes_))
         assert np.array_equal(fast.labels, clf.classes_[ref.labels])
+        assert np.array_equal(clf.predict(Xte), fast.labels)  # predict's labels-only path
         for f in FIELDS:
             assert np.array_equal(getattr(fast, f), getattr(ref, f)), (rule, f)
         monkeypatch.undo()
@@ -171,3 +172,24 @@ def test_single_row_and_empty():
     assert clf.predict(X[300:400])[0] == one.labels[0]
     empty = ev.halt(np.zeros((0, 7), dtype=int), ev.UrnRule(7))
     assert empty.labels.shape == (0,) and empty.counts.shape == (0, 2)
+
+
+@pytest.mark.parametrize("l", [2, 3, 4])
+def test_label_table_is_majority_lowest_index_on_ties(l):
+    T = 6
+    grid = np.indices((T + 1,) * l).reshape(l, -1).T
+    grid = grid[grid.sum(axis=1) <= T]
+    stride = (T + 1) ** np.arange(l - 1, -1, -1)
+    got = engine.label_table(T, l)[grid @ stride]
+    assert np.array_equal(got, np.argmax(grid, axis=1))  # argmax: first maximum
+    ties = grid[(grid[:, 0] == grid[:, -1]) & (grid[:, 0] == grid.max(axis=1))]
+    assert len(ties) and np.all(engine.label_table(T, l)[ties @ stride] == 0)
+    assert engine.label_table(T, l) is engine.label_table(T, l)  # cached
+
+
+def test_predict_string_classes_matches_halt():
+    X, y = load("waveform", n_samples=700, random_state=ev.SEED)
+    names = np.array(["left", "middle", "right"])[y]
+    clf = ev.HaltingClassifier(RandomForestClassifier(21, random_state=ev.SEED)).fit(X[:400], names[:400])
+    assert np.array_equal(clf.predict(X[400:]), clf.halt(X[400:]).labels)
+    assert clf.predict(X[400:]).dtype == names.dtype
