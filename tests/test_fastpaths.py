@@ -193,3 +193,28 @@ def test_predict_string_classes_matches_halt():
     clf = ev.HaltingClassifier(RandomForestClassifier(21, random_state=ev.SEED)).fit(X[:400], names[:400])
     assert np.array_equal(clf.predict(X[400:]), clf.halt(X[400:]).labels)
     assert clf.predict(X[400:]).dtype == names.dtype
+
+
+@pytest.mark.parametrize("sort_min_rows", [1, 10**9])
+def test_row_order_does_not_change_results(sort_min_rows, monkeypatch):
+    # the fast path reorders rows by leaf (or not, below _SORT_MIN_ROWS); results are per caller row
+    X, y = load("waveform", n_samples=2000, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(41, random_state=ev.SEED)).fit(X[:500], y[:500])
+    ref = _reference(clf.member_votes(X[500:]), clf.rule_, 3)
+    monkeypatch.setattr(type(clf), "_SORT_MIN_ROWS", sort_min_rows)
+    monkeypatch.setattr(type(clf), "_COMPACT_AT", 0.02)
+    res = clf.halt(X[500:])
+    assert np.array_equal(res.labels, ref.labels)
+    for f in FIELDS:
+        assert np.array_equal(getattr(res, f), getattr(ref, f)), f
+    assert np.array_equal(clf.predict(X[500:]), res.labels)
+
+
+@pytest.mark.parametrize("node_count", [100, 2 ** 15, 70_000])
+def test_by_leaf_is_a_stable_sort_for_small_and_large_trees(node_count):
+    from types import SimpleNamespace
+
+    from ensvote.classifier import _by_leaf
+    leaves = np.random.default_rng(1).integers(0, node_count, 5000)
+    order = _by_leaf(leaves, SimpleNamespace(node_count=node_count))
+    assert np.array_equal(order, np.argsort(leaves, kind="stable"))
