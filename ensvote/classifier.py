@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._utils import SEED
 from ._validation import check_probability
-from .engine import HaltResult, label_table, run_halting, stop_table, table_result
+from .engine import HaltResult, _Tally, label_table, run_halting, stop_table, table_result
 from .priors import oob_prior
 from .rules import HaltingRule, UrnRule, make_rule
 
@@ -206,7 +206,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     #: Compact the active rows (copy their features) once this fraction of
     #: the rows being evaluated has stopped (see ``benchmarks/bench_speed.py``).
     _COMPACT_AT = 0.1
-    #: Batches at least this large are reordered by leaf (see ``_halt_trees``).
+    #: Row sets at least this large are reordered by leaf (see ``_halt_trees``).
     _SORT_MIN_ROWS = 64
 
     def _halt_trees(self, X32, table, stride, stops_at):
@@ -228,48 +228,32 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         survivors by the current tree's leaf.  Rows that share a leaf tend to
         take the same branches in the next trees, which the processor predicts
         far better than a random sequence of rows; the results do not depend
-        on the order (``idx`` maps back to the caller's rows).
+        on the order (the tally maps rows back to the caller's).
         """
         T = self.n_members_
         n = X32.shape[0]
         trees = [m.tree_ for m in self.estimator_.estimators_]
         leaf_code = self._leaf_code
         feats = self._features
-        parked = len(table) // 2  # codes >= parked: rows already stopped
-        check = stops_at.tolist()  # check[s]: a row with s votes may stop
-        code_end = np.zeros(n, dtype=np.int32)
-        n_queried = np.full(n, T, dtype=np.int64)
-        Xc, idx = X32, None  # evaluated rows (idx None: all rows, in order)
-        code = np.zeros(n, dtype=np.int32)
-        n_live = n_cur = n
+        tally = _Tally(n, T, table, stops_at, self._COMPACT_AT)
+        Xc = X32  # features of the evaluated rows, in tally's order
         for j in range(T):
-            if n_live == 0:
+            if tally.n_live == 0:
                 break
             Xj = Xc if feats[j] is None else np.ascontiguousarray(Xc[:, feats[j]])
             leaves = trees[j].apply(Xj)
-            code += leaf_code[j].take(leaves)
-            if j == 0 and n_cur >= self._SORT_MIN_ROWS:  # group rows that share tree 0's leaf
+            tally.code += leaf_code[j].take(leaves)
+            if j == 0 and n >= self._SORT_MIN_ROWS:  # group rows that share tree 0's leaf
                 order = _by_leaf(leaves, trees[0])
-                Xc, code, idx, leaves = np.take(Xc, order, axis=0), code[order], order, leaves[order]
-            if j == T - 1:
-                k = np.flatnonzero(code < parked)
-            elif not check[j + 1]:
-                continue
-            else:
-                k = table.take(code).nonzero()[0]
-            if k.size:
-                rows = k if idx is None else idx[k]
-                code_end[rows] = code[k]
-                n_queried[rows] = j + 1
-                code[k] = parked
-                n_live -= k.size
-                if n_live and n_cur - n_live >= self._COMPACT_AT * n_cur and j < T - 2:
-                    keep = np.flatnonzero(code < parked)
-                    keep = keep[_by_leaf(leaves[keep], trees[j])]  # survivors grouped by this tree's leaf
-                    Xc, code = np.take(Xc, keep, axis=0), code[keep]
-                    idx = keep if idx is None else idx[keep]
-                    n_cur = n_live
-        return code_end, n_queried
+                tally.select(order)
+                Xc, leaves = np.take(Xc, order, axis=0), leaves[order]
+            keep = tally.stop_after(j)
+            if keep is not None:
+                if len(keep) >= self._SORT_MIN_ROWS:  # survivors grouped by this tree's leaf
+                    keep = keep[_by_leaf(leaves[keep], trees[j])]
+                tally.select(keep)
+                Xc = np.take(Xc, keep, axis=0)
+        return tally.code_end, tally.n_queried
 
     def predict(self, X):
         """Hard majority vote of the members queried until the rule stops.

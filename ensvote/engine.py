@@ -224,48 +224,72 @@ def table_result(code, n_queried, n_members, table, stride):
                       stopped=table[code])
 
 
+class _Tally:
+    """Running vote codes of the rows still voting, for the table-driven fast paths.
+
+    ``code`` holds one mixed-radix code per evaluated row (see
+    :func:`stop_table`); ``idx`` maps evaluated rows back to the caller's rows
+    (None: all rows, in order).  :meth:`stop_after` records the rows that stop
+    after member ``j`` and parks their codes at ``(T + 1) ** l``, where the
+    table is False; it returns the rows to keep once a fraction
+    ``compact_at`` of the evaluated rows has stopped, and the caller then
+    applies that selection with :meth:`select` (to its own arrays as well).
+    """
+
+    def __init__(self, n_rows, n_members, table, stops_at, compact_at):
+        self.T, self.table, self.compact_at = n_members, table, compact_at
+        self.parked = len(table) // 2  # codes >= parked: rows already stopped
+        self.check = stops_at.tolist()  # check[s]: a row with s votes may stop
+        self.code_end = np.zeros(n_rows, dtype=np.int32)
+        self.n_queried = np.full(n_rows, n_members, dtype=np.int64)
+        self.code = np.zeros(n_rows, dtype=np.int32)
+        self.idx = None
+        self.n_live = self.n_cur = n_rows
+
+    def stop_after(self, j):
+        """Record the rows that stop after member ``j``; the rows to keep if it is time to compact."""
+        code = self.code
+        if j == self.T - 1:
+            k = np.flatnonzero(code < self.parked)
+        elif not self.check[j + 1]:  # no count vector with j + 1 votes stops
+            return None
+        else:
+            k = self.table.take(code).nonzero()[0]
+        if not k.size:
+            return None
+        rows = k if self.idx is None else self.idx[k]
+        self.code_end[rows] = code[k]
+        self.n_queried[rows] = j + 1
+        code[k] = self.parked
+        self.n_live -= k.size
+        if self.n_live and self.n_cur - self.n_live >= self.compact_at * self.n_cur and j < self.T - 2:
+            return np.flatnonzero(code < self.parked)
+        return None
+
+    def select(self, sel):
+        """Keep (and order) the evaluated rows as ``sel`` says: a compaction or a permutation."""
+        self.code = self.code[sel]
+        self.idx = sel if self.idx is None else self.idx[sel]
+        self.n_cur = len(sel)
+
+
 def _halt_votes_table(v, n_members, n_classes, table, stride, stops_at, compact_at=0.1):
     """:func:`halt` on a vote matrix with a stop table, one member (column) at a time.
 
-    Each active row's count vector is one mixed-radix code; member ``j`` adds
-    ``stride[v[r, j]]`` and the stop check is ``table[code]`` (skipped after
-    members ``j`` with ``stops_at[j + 1]`` False, where no row can stop).  A stopped row's
-    code is parked at ``(T + 1) ** l`` (where the table is False) until a
-    fraction ``compact_at`` of the active rows has stopped; then the active
-    set is compacted.  Only the votes up to each row's stop (plus those read
-    while it was parked) are read.
+    Member ``j`` adds ``stride[v[r, j]]`` to each active row's code and the
+    stop check is ``table[code]`` (see :class:`_Tally`: skipped where no row
+    can stop, stopped rows parked, the active set compacted lazily).  Only the
+    votes up to each row's stop (plus those read while it was parked) are read.
     """
-    n = v.shape[0]
-    T = n_members
-    parked = len(table) // 2  # codes >= parked: rows already stopped
-    check = stops_at.tolist()  # check[s]: a row with s votes may stop
-    code_end = np.zeros(n, dtype=np.int32)
-    n_queried = np.full(n, T, dtype=np.int64)
-    code = np.zeros(n, dtype=np.int32)
-    active = None  # rows being evaluated (None: all rows, in order)
-    n_live = n_cur = n
-    for j in range(T):
-        if n_live == 0:
+    tally = _Tally(v.shape[0], n_members, table, stops_at, compact_at)
+    for j in range(n_members):
+        if tally.n_live == 0:
             break
-        code += stride.take(v[:, j] if active is None else v[active, j])
-        if j == T - 1:
-            k = np.flatnonzero(code < parked)
-        elif not check[j + 1]:
-            continue
-        else:
-            k = table.take(code).nonzero()[0]
-        if k.size:
-            rows = k if active is None else active[k]
-            code_end[rows] = code[k]
-            n_queried[rows] = j + 1
-            code[k] = parked
-            n_live -= k.size
-            if n_live and n_cur - n_live >= compact_at * n_cur and j < T - 2:
-                keep = np.flatnonzero(code < parked)
-                code = code[keep]
-                active = keep if active is None else active[keep]
-                n_cur = n_live
-    return table_result(code_end, n_queried, n_members, table, stride)
+        tally.code += stride.take(v[:, j] if tally.idx is None else v[tally.idx, j])
+        keep = tally.stop_after(j)
+        if keep is not None:
+            tally.select(keep)
+    return table_result(tally.code_end, tally.n_queried, n_members, table, stride)
 
 
 def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max_block=64):
