@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._utils import SEED
 from ._validation import check_probability
-from .engine import HaltResult, _Tally, label_table, run_halting, stop_table, table_result
+from .engine import HaltResult, _Tally, _label_table, run_halting, stop_table, table_result
 from .priors import oob_prior
 from .rules import HaltingRule, UrnRule, make_rule
 
@@ -266,4 +266,4 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         if tab is None:
             return self.halt(X).labels
         code_end, _ = self._halt_trees(self._validate_X(X), *tab)
-        return self.classes_.take(label_table(T, l).take(code_end))
+        return self.classes_.take(_label_table(T, l).take(code_end))

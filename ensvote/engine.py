@@ -199,10 +199,10 @@ def _decode(code, n_members, n_classes):
     return counts
 
 
-def label_table(n_members, n_classes):
+def _label_table(n_members, n_classes):
     """Majority class (lowest index on ties) of every mixed-radix code below ``(T + 1) ** l``.
 
-    ``label_table(T, l)[code]`` is the label of a row that ended at ``code``
+    ``_label_table(T, l)[code]`` is the label of a row that ended at ``code``
     (see :func:`stop_table`); cached per ``(T, l)``.
     """
     key = (int(n_members), int(n_classes))
@@ -219,7 +219,7 @@ def label_table(n_members, n_classes):
 
 def table_result(code, n_queried, n_members, table, stride):
     """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members."""
-    return HaltResult(labels=label_table(n_members, len(stride)).take(code), n_queried=n_queried,
+    return HaltResult(labels=_label_table(n_members, len(stride)).take(code), n_queried=n_queried,
                       counts=_decode(code, n_members, len(stride)), n_members=n_members,
                       stopped=table[code])
 

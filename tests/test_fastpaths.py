@@ -180,11 +180,11 @@ def test_label_table_is_majority_lowest_index_on_ties(l):
     grid = np.indices((T + 1,) * l).reshape(l, -1).T
     grid = grid[grid.sum(axis=1) <= T]
     stride = (T + 1) ** np.arange(l - 1, -1, -1)
-    got = engine.label_table(T, l)[grid @ stride]
+    got = engine._label_table(T, l)[grid @ stride]
     assert np.array_equal(got, np.argmax(grid, axis=1))  # argmax: first maximum
     ties = grid[(grid[:, 0] == grid[:, -1]) & (grid[:, 0] == grid.max(axis=1))]
-    assert len(ties) and np.all(engine.label_table(T, l)[ties @ stride] == 0)
-    assert engine.label_table(T, l) is engine.label_table(T, l)  # cached
+    assert len(ties) and np.all(engine._label_table(T, l)[ties @ stride] == 0)
+    assert engine._label_table(T, l) is engine._label_table(T, l)  # cached
 
 
 def test_predict_string_classes_matches_halt():
