@@ -227,3 +227,19 @@ def test_expected_queries_bad_rule_and_samples():
         ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10), n_samples=0)
     with pytest.raises(ValueError, match="built for T=12"):
         ev.expected_queries(ev.UrnRule(12), ev.uniform_prior(10))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # scikit-learn's cast, then its error
+def test_predict_rejects_infinite_or_float32_overflowing_features():
+    # the trees see float32 (as RandomForestClassifier.predict does): 1e300 would become inf
+    X, y = make_classification(200, 6, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(7, random_state=ev.SEED)).fit(X, y)
+    for bad in (np.inf, -np.inf, 1e300):
+        Xb = X[:5].copy()
+        Xb[2, 3] = bad
+        for method in (clf.predict, clf.halt, clf.member_votes):
+            with pytest.raises(ValueError, match="infinity or a value too large"):
+                method(Xb)
+    Xn = X[:5].copy()
+    Xn[1, 0] = np.nan  # NaN is allowed: scikit-learn's trees route missing values
+    assert clf.predict(Xn).shape == (5,)
