@@ -36,7 +36,8 @@ def main(argv=None):
             summary = run(args.suite, args.profile, out=args.out, datasets_=ds,
                           realizations=args.realizations, n_jobs=args.n_jobs, scheduler=args.scheduler)
             print(f"{args.suite}/{args.profile}: {summary['run']} task(s) run, {summary['skipped']} skipped "
-                  f"(already done), {summary['seconds']:.1f} s", file=sys.stderr)
+                  f"(already done), {summary['adopted']} adopted from a profile with the same parameters, "
+                  f"{summary['seconds']:.1f} s", file=sys.stderr)
             if summary["missing_datasets"]:
                 print("not available offline (rows kept empty): " + ", ".join(summary["missing_datasets"]),
                       file=sys.stderr)

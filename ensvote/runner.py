@@ -393,7 +393,9 @@ def run(suite, profile, *, out="results", datasets_=None, realizations=None, n_j
     tasks, missing = list_tasks(suite, profile, datasets_=datasets_, realizations=realizations)
     todo = [(suite, profile, d, r) for d, r in tasks
             if not record_path(out, suite, profile, d, r).exists()]
-    skipped = len(tasks) - len(todo)
+    adopted = _adopt_from_twin_profiles(out, todo)
+    todo = [j for j in todo if j not in adopted]
+    skipped = len(tasks) - len(todo) - len(adopted)
     t0 = time.perf_counter()
     bar = tqdm(total=len(tasks), initial=skipped, desc=f"{suite}/{profile}", unit="task",
                disable=not progress)
@@ -425,8 +427,35 @@ def run(suite, profile, *, out="results", datasets_=None, realizations=None, n_j
             client.close()
         if cluster is not None:
             cluster.close()
-    return {"run": len(todo), "skipped": skipped, "missing_datasets": missing,
+    return {"run": len(todo), "skipped": skipped, "adopted": len(adopted), "missing_datasets": missing,
             "seconds": time.perf_counter() - t0}
+
+
+def _adopt_from_twin_profiles(out, jobs):
+    """Copy records that another profile with identical parameters already computed.
+
+    A task's seed depends on ``(suite, dataset, realization)`` only, so a
+    profile whose parameters equal this one's (``book`` and ``paper`` share one
+    parameter set) computes the very same result; its record is re-stamped with
+    this profile's name instead of being computed again.  Returns the set of
+    jobs adopted.
+    """
+    adopted = set()
+    for suite, profile, d, r in jobs:
+        for other in PROFILES:
+            if other == profile or SUITES[suite].params[other] != SUITES[suite].params[profile]:
+                continue
+            src = record_path(out, suite, other, d, r)
+            if not src.is_file():
+                continue
+            rec = read_record(src)
+            if (rec.get("suite"), rec.get("dataset"), rec.get("realization"), rec.get("params")) != (
+                    suite, d, int(r), SUITES[suite].params[profile]):
+                continue
+            _write_atomic(record_path(out, suite, profile, d, r), {**rec, "profile": profile})
+            adopted.add((suite, profile, d, r))
+            break
+    return adopted
 
 
 # --------------------------------------------------------------------------

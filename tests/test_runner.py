@@ -143,3 +143,17 @@ def test_random_forest_without_feature_sampling_is_bagging():
     for tree, drawn in zip(rf.estimators_, rf.estimators_samples_):
         dt = DecisionTreeClassifier(random_state=tree.random_state).fit(X[drawn], y[drawn])
         assert np.array_equal(dt.predict(Xt), rf.classes_[tree.predict(Xt).astype(int)])
+
+
+def test_paper_profile_adopts_book_records_with_identical_results(tmp_path):
+    # book and paper share one parameter set and a task's seed ignores the profile,
+    # so a record adopted from `book` must equal the one `paper` computes itself
+    adopted, computed = tmp_path / "adopted", tmp_path / "computed"
+    runner.run("soto2016", "book", out=adopted, datasets_=["sonar"], realizations="0:1", progress=False)
+    s = runner.run("soto2016", "paper", out=adopted, datasets_=["sonar"], realizations="0:2", progress=False)
+    assert (s["adopted"], s["run"], s["skipped"]) == (1, 1, 0)
+    runner.run("soto2016", "paper", out=computed, datasets_=["sonar"], realizations="0:2", progress=False)
+    a = runner.read_record(runner.record_path(adopted, "soto2016", "paper", "sonar", 0))
+    assert a["profile"] == "paper"
+    _same_tree(sorted((adopted / "soto2016" / "paper" / "tasks" / "sonar").iterdir()),
+               sorted((computed / "soto2016" / "paper" / "tasks" / "sonar").iterdir()))
