@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Where the time of one Hernández-Lobato et al. (2011) task goes, per problem.
+
+    .venv/bin/python benchmarks/profile_hl2011.py [--proxy 1000] [--datasets pima,spam]
+
+Runs realization 0 of every problem of the ``hl2011`` suite through the real
+task function (``runner.run_task``) and splits its wall-clock time by timing
+wrappers around the few calls that can matter:
+
+- ``fit T``: fitting the two 101-tree ensembles (bagging and random forest);
+- ``fit proxy``: fitting the two proxy ensembles that stand in for the
+  infinite ensemble (10,000 trees each, grown 500 at a time);
+- ``votes T`` / ``votes proxy``: ``HaltingClassifier.member_votes`` on the test rows;
+- ``halt``: every ``halt`` call of the task (stopping rules, the π sweep);
+- ``other``: splitting, loading, building the record.
+
+With ``--proxy N`` the proxies have N trees instead of the profile's 10,000 and
+the two proxy columns are scaled to 10,000 trees (both are linear in the number
+of trees), so a survey of all problems takes minutes instead of an hour.  The
+wrappers only time; they change no result.  Run it on an otherwise idle machine
+(pause background experiment runs with ``kill -STOP``).
+"""
+
+import argparse
+import time
+from collections import defaultdict
+
+from sklearn.ensemble import RandomForestClassifier
+
+import ensvote.runner as runner
+from ensvote import HaltingClassifier, datasets
+
+CLOCK = defaultdict(float)
+
+
+def _timed(owner, name, key_of):
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            CLOCK[key_of(*args)] += time.perf_counter() - t0
+
+    setattr(owner, name, wrapper)
+
+
+def _kind(forest):
+    return "T" if forest.n_estimators == runner.SUITES["hl2011"].params["paper"]["T"] else "proxy"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--proxy", type=int, default=1000, help="proxy trees actually grown (default 1000)")
+    ap.add_argument("--datasets", help="comma-separated subset (default: every available problem)")
+    args = ap.parse_args()
+    params = runner.SUITES["hl2011"].params["paper"]
+    full_proxy = params["proxy"]
+    params["proxy"] = args.proxy  # this process only
+    scale = full_proxy / args.proxy
+
+    _timed(RandomForestClassifier, "fit", lambda self, *a: f"fit {_kind(self)}")
+    _timed(HaltingClassifier, "member_votes", lambda self, *a: f"votes {_kind(self.estimator_)}")
+    _timed(runner, "halt", lambda *a: "halt")
+
+    names = args.datasets.split(",") if args.datasets else runner.SUITES["hl2011"].datasets
+    cols = ("fit T", "fit proxy", "votes T", "votes proxy", "halt", "other")
+    print(f"seconds per task, proxies scaled from {args.proxy} to {full_proxy} trees")
+    print(f"{'problem':12s}" + "".join(f"{c:>12s}" for c in cols) + f"{'total':>10s}{'proxy %':>9s}")
+    for name in names:
+        try:
+            if name not in runner.SYNTHETIC:
+                datasets.load(name)
+        except FileNotFoundError:
+            print(f"{name:12s} not available")
+            continue
+        CLOCK.clear()
+        t0 = time.perf_counter()
+        runner.run_task("hl2011", "paper", name, 0)
+        wall = time.perf_counter() - t0
+        row = dict(CLOCK)
+        row["other"] = wall - sum(row.values())
+        for c in ("fit proxy", "votes proxy"):
+            row[c] = row.get(c, 0.0) * scale
+        total = sum(row.get(c, 0.0) for c in cols)
+        print(f"{name:12s}" + "".join(f"{row.get(c, 0.0):12.2f}" for c in cols)
+              + f"{total:10.1f}{100 * (row['fit proxy'] + row['votes proxy']) / total:9.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
