@@ -2,7 +2,8 @@
 """One entry point for the two things a newcomer does: build the book, run the tests.
 
     python3 tools/dev.py book    # build the HTML book into _build/html
-    python3 tools/dev.py test    # unit tests + nbval on every notebook + strict book build
+    python3 tools/dev.py test    # unit tests, nbval on every notebook, strict book build,
+                                 # and every page of the book checked in headless Chromium
 
 Both create the project's virtual environment ``.venv`` (Python >= 3.11, exact
 pins from requirements.txt, ensvote installed editable) when it is missing or
