@@ -11,8 +11,9 @@ ensemble once its outcome is (almost) certain:
   :func:`expected_queries`;
 
 plus the engine :func:`halt`, the rules :class:`ExactRule` and
-:class:`FixedRule`, and the scikit-learn meta-estimator
-:class:`HaltingClassifier`.
+:class:`FixedRule`, the Bayes-optimal policy for a disagreement budget
+:class:`OptimalRule` (with :func:`policy_value`), and the scikit-learn
+meta-estimator :class:`HaltingClassifier`.
 """
 
 from ._utils import SEED
@@ -26,6 +27,7 @@ from .confidence import (
     uniform_prior,
 )
 from .engine import HaltResult, halt
+from .optimal import OptimalRule, policy_value
 from .priors import expected_queries, oob_prior
 from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, UrnRule
 
@@ -37,6 +39,7 @@ __all__ = [
     "HaltResult",
     "HaltingRule",
     "InfiniteRule",
+    "OptimalRule",
     "UrnRule",
     "ExactRule",
     "FixedRule",
@@ -48,5 +51,6 @@ __all__ = [
     "infinite_confidence",
     "infinite_confidence_exact",
     "oob_prior",
+    "policy_value",
     "uniform_prior",
 ]

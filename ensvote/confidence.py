@@ -2,11 +2,11 @@
 
 Two models, one per paper:
 
-* :func:`infinite_confidence` and :func:`infinite_confidence_exact` — seed 000
-  (Hernández-Lobato, Martínez-Muñoz & Suárez 2011): the class probabilities
+* :func:`infinite_confidence` and :func:`infinite_confidence_exact` —
+  Hernández-Lobato, Martínez-Muñoz & Suárez (2011): the class probabilities
   ``p`` of one ensemble member have a Dirichlet posterior (Eq. 5); the target
   is the majority of an *infinite* ensemble, ``argmax p`` (Eq. 6–8).
-* :func:`finite_confidence` — seed 002 (Soto, Suárez & Martínez-Muñoz 2016):
+* :func:`finite_confidence` — Soto, Suárez & Martínez-Muñoz (2016):
   the ``T`` members are marbles in an urn, ``t`` of them drawn without
   replacement (hypergeometric likelihood, Eq. 1); the target is the majority
   of all ``T`` (Eq. 3), under a uniform or an arbitrary prior on the urn.
@@ -31,7 +31,7 @@ import numpy as np
 from scipy import integrate, special, stats
 
 from ._utils import check_random_state
-from ._validation import check_counts, check_label, check_positive_int
+from ._validation import MAX_ENTRIES, MAX_T, check_counts, check_label, check_positive_int, check_size
 
 __all__ = [
     "current_majority",
@@ -59,17 +59,17 @@ def current_majority(counts):
 
 
 def _label_or_majority(t, label):
-    lab = check_label(label, t.shape[-1])
+    lab = check_label(label, t.shape[-1], shape=t.shape[:-1])
     if lab is None:
         return np.argmax(t, axis=-1)
     return np.broadcast_to(lab, t.shape[:-1]).astype(np.int64)
 
 
 # --------------------------------------------------------------------------
-# Seed 000: the infinite ensemble
+# Hernández-Lobato et al. (2011): the infinite ensemble
 # --------------------------------------------------------------------------
 def infinite_confidence(counts, label=None):
-    r"""Confidence that ``label`` is the infinite ensemble's majority (seed 000).
+    r"""Confidence that ``label`` is the infinite ensemble's majority (Hernández-Lobato et al. 2011).
 
     For two classes this is Eq. 7 exactly,
     :math:`P(\hat y_\infty = y_i \mid \mathbf t) = I_{1/2}(t_j + 1, t_i + 1)`;
@@ -101,7 +101,7 @@ def infinite_confidence(counts, label=None):
 
 
 def infinite_confidence_exact(counts, label=None, *, epsabs=1e-13, epsrel=1e-11):
-    r"""Exact :math:`P(\hat y_\infty = y_i \mid \mathbf t)` (seed 000, Eq. 6) for any ``l``.
+    r"""Exact :math:`P(\hat y_\infty = y_i \mid \mathbf t)` (Eq. 6 of Hernández-Lobato et al. 2011) for any ``l``.
 
     Eq. 6 asks for :math:`P(p_i > p_j\ \forall j \ne i)` under the Dirichlet
     posterior :math:`\mathrm{Dir}(t_1 + 1, \dots, t_l + 1)` (Eq. 5).  Writing
@@ -167,7 +167,7 @@ def _dirichlet_argmax_prob(row, k, epsabs, epsrel):
 
 
 # --------------------------------------------------------------------------
-# Seed 002: the urn (finite ensemble)
+# Soto et al. (2016): the urn (finite ensemble)
 # --------------------------------------------------------------------------
 @lru_cache(maxsize=64)
 def _compositions_cached(n, l):
@@ -193,6 +193,8 @@ def compositions(n, l):
     """
     n = check_positive_int(n, name="n", minimum=0)
     l = check_positive_int(l, name="l", minimum=1)
+    rows = _n_compositions(n, l)
+    check_size(rows * l, what=f"compositions({n}, {l}) ({rows:,} rows of {l})")
     return _compositions_cached(n, l)
 
 
@@ -206,7 +208,7 @@ def uniform_prior(T, n_classes=2):
     Every vector ``(T_1, ..., T_l)`` of non-negative integers summing to ``T``
     gets probability ``1 / C(T + l - 1, l - 1)``.  ``finite_confidence(...,
     prior=None)`` uses this prior through a closed form; this explicit version
-    exists so the two can be compared (seed 002, Prop. 3).
+    exists so the two can be compared (Prop. 3 of Soto et al. 2016).
 
     Returns
     -------
@@ -215,10 +217,29 @@ def uniform_prior(T, n_classes=2):
     """
     T = check_positive_int(T, name="T")
     n_classes = check_positive_int(n_classes, name="n_classes", minimum=2)
+    m = T + 1 if n_classes == 2 else _n_compositions(T, n_classes)
+    check_size(m * (1 if n_classes == 2 else n_classes + 1),
+               what=f"uniform_prior({T}, {n_classes}) ({m:,} vote vectors)")
     if n_classes == 2:
         return np.full(T + 1, 1.0 / (T + 1))
     support = compositions(T, n_classes)
     return support, np.full(len(support), 1.0 / len(support))
+
+
+def _prior_argument(prior):
+    """The ``prior`` argument of the urn model: None for the uniform prior (None or ``"uniform"``)."""
+    if prior is None:
+        return None
+    if isinstance(prior, str):
+        if prior == "uniform":
+            return None
+        if prior == "oob":
+            raise ValueError("prior='oob' means 'estimate it from out-of-bag votes', which only "
+                             "HaltingClassifier can do; here pass ensvote.oob_prior(oob_votes, T), "
+                             "or None / 'uniform'")
+        raise ValueError("prior must be None or 'uniform' (the uniform prior), an array of shape "
+                         f"(T + 1,) or a pair (support, probs); got {prior!r}")
+    return prior
 
 
 def check_prior(prior, T, n_classes=None):
@@ -226,6 +247,8 @@ def check_prior(prior, T, n_classes=None):
 
     Accepted forms
     --------------
+    * ``None`` or ``"uniform"``: the uniform prior, written out by
+      :func:`uniform_prior` (``n_classes`` classes, default 2);
     * two classes: a 1-D array of length ``T + 1`` with ``prior[k] = P(T_0 = k)``,
       the probability that ``k`` of the ``T`` members vote for class 0;
     * any number of classes: a pair ``(support, probs)`` where ``support`` is an
@@ -240,11 +263,13 @@ def check_prior(prior, T, n_classes=None):
     probs : ndarray of float, shape (m,)
     """
     T = check_positive_int(T, name="T")
+    if _prior_argument(prior) is None:
+        return check_prior(uniform_prior(T, 2 if n_classes is None else n_classes), T, n_classes)
     if isinstance(prior, tuple):
         if len(prior) != 2:
             raise ValueError("a prior given as a tuple must be (support, probs)")
         support = np.asarray(prior[0])
-        probs = np.asarray(prior[1], dtype=float)
+        probs = _prior_probs(prior[1])
         if support.ndim != 2 or support.shape[1] < 2:
             raise ValueError(f"prior support must have shape (m, n_classes >= 2), got {support.shape}")
         if support.dtype.kind not in "iu":
@@ -253,13 +278,13 @@ def check_prior(prior, T, n_classes=None):
             raise ValueError(
                 f"prior probs must have shape ({support.shape[0]},) to match the support, got {probs.shape}"
             )
-        if np.any(support < 0) or np.any(support.sum(axis=1) != T):
+        if np.any(support < 0) or np.any(support > T) or np.any(support.sum(axis=1) != T):
             raise ValueError(f"every prior support row must be non-negative and sum to T={T}")
         if len(np.unique(support, axis=0)) != len(support):
             raise ValueError("prior support rows must be distinct")
         support = support.astype(np.int64)
     else:
-        probs = np.asarray(prior, dtype=float)
+        probs = _prior_probs(prior)
         if probs.ndim != 1 or probs.shape[0] != T + 1:
             raise ValueError(
                 f"a two-class prior must be a 1-D array of length T+1={T + 1}, got shape {probs.shape}; "
@@ -278,6 +303,14 @@ def check_prior(prior, T, n_classes=None):
             f"prior is over {support.shape[1]} classes but counts have {n_classes}"
         )
     return support, probs
+
+
+def _prior_probs(values):
+    try:
+        probs = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"prior probabilities must be numbers, got {values!r:.80}") from None
+    return probs
 
 
 def _log_binom(n, k):
@@ -301,7 +334,7 @@ def _ratio_from_logs(log_num, log_rest):
 
 def finite_confidence(counts, T, prior=None, label=None, *, max_terms=2_000_000,
                       n_mc=200_000, random_state=None):
-    r"""Probability that the full ``T``-member majority equals ``label`` (seed 002, Eq. 3).
+    r"""Probability that the full ``T``-member majority equals ``label`` (Eq. 3 of Soto et al. 2016).
 
     The ``T`` members are an urn of coloured marbles; ``counts`` (``t``
     of them, drawn in random order) have been seen.  With a prior
@@ -320,11 +353,13 @@ def finite_confidence(counts, T, prior=None, label=None, *, max_terms=2_000_000,
     * ``prior=None`` (uniform over all vote vectors), two classes: the posterior
       of :math:`T_0` is ``C(k, t_0) C(T-k, t_1) / C(T+1, t+1)`` (Prop. 2), whose
       tail is a hypergeometric CDF: :math:`P(T_0 \ge m) =
-      F_{\mathrm{hyp}}(t_0;\, T+1, t+1, m)`.  Exact for any ``T``.
+      F_{\mathrm{hyp}}(t_0;\, T+1, t+1, m)`.  Exact; its cost grows with ``T``,
+      which is therefore limited to ``ensvote._validation.MAX_T`` (10**8).
     * ``prior=None``, ``l > 2``: by Prop. 3 the unseen votes follow a
       Dirichlet-multinomial with parameters ``t + 1``; its pmf is summed over all
       ``C(T - t + l - 1, l - 1)`` completions when that number is at most
-      ``max_terms`` (exact).  Otherwise the sum is estimated by Monte Carlo with
+      ``max_terms`` and the completions fit in ``MAX_ENTRIES`` (5e7) array
+      entries (exact).  Otherwise the sum is estimated by Monte Carlo with
       ``n_mc`` seeded draws (``p ~ Dir(t + 1)``, unseen votes ``~ Mult(T - t, p)``);
       its standard error is at most ``0.5 / sqrt(n_mc)`` (``~0.0011`` by default).
 
@@ -336,14 +371,17 @@ def finite_confidence(counts, T, prior=None, label=None, *, max_terms=2_000_000,
         Votes seen so far; each row must sum to at most ``T``.
     T : int
         Size of the full ensemble.
-    prior : None, array of shape (T + 1,) or (support, probs)
-        Prior over the full vote vector; see :func:`check_prior`.
+    prior : None, "uniform", array of shape (T + 1,) or (support, probs)
+        Prior over the full vote vector; None and ``"uniform"`` both mean the
+        uniform prior (closed form); see :func:`check_prior`.
     label : int or array_like of int, optional
-        Class of interest; default the current majority.
-    max_terms : int
+        Class of interest, one index or one per row (broadcastable to the
+        rows' shape ``counts.shape[:-1]``); default the current majority.
+    max_terms : int >= 1
         Largest number of completions summed exactly (uniform prior, ``l > 2``).
-    n_mc : int
-        Monte Carlo draws when the exact sum is too large.
+    n_mc : int >= 1
+        Monte Carlo draws when the exact sum is too large; ``n_mc * l`` must
+        not exceed ``MAX_ENTRIES`` (5e7).
     random_state : None, int or numpy Generator
         Seed for the Monte Carlo fallback (None: :data:`ensvote.SEED`).
 
@@ -352,14 +390,25 @@ def finite_confidence(counts, T, prior=None, label=None, *, max_terms=2_000_000,
     ndarray of float, shape (...)
         ``NaN`` where the counts are impossible under the given prior
         (every compatible urn content has prior probability 0).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad counts (negative, non-integer, not below 2**53, a row summing to
+        more than ``T``), ``T`` outside ``1..MAX_T``, a bad prior, label,
+        ``max_terms`` or ``n_mc``; the message names the argument.
     """
-    t = check_counts(counts)
-    T = check_positive_int(T, name="T")
+    T = check_positive_int(T, name="T", maximum=MAX_T,
+                           why="the exact two-class sum costs time proportional to T")
+    t = check_counts(counts, max_sum=T, max_sum_desc=f"the ensemble size T={T}")
     l = t.shape[-1]
-    s = t.sum(axis=-1)
-    if np.any(s > T):
-        raise ValueError(f"counts sum to {int(s.max())}, more than the ensemble size T={T}")
+    prior = _prior_argument(prior)
+    max_terms = check_positive_int(max_terms, name="max_terms")
+    n_mc = check_positive_int(n_mc, name="n_mc")
+    check_random_state(random_state)
     i = _label_or_majority(t, label)
+    if prior is None and l > 2:
+        check_size(n_mc * l, what=f"n_mc={n_mc:,} Monte Carlo draws of {l} classes")
     if prior is not None:
         support, probs = check_prior(prior, T, n_classes=l)
         return _finite_with_prior(t, i, support, probs)
@@ -385,7 +434,8 @@ def _finite_uniform_multiclass(t, i, T, max_terms, n_mc, random_state):
     rng = None
     for r, (row, k) in enumerate(zip(flat_t, flat_i)):
         n = T - int(row.sum())
-        if _n_compositions(n, l) <= max_terms:
+        n_terms = _n_compositions(n, l)
+        if n_terms <= max_terms and n_terms * l <= MAX_ENTRIES:
             rem = _compositions_cached(n, l)
             alpha = row + 1.0
             logpmf = (special.gammaln(n + 1) + special.gammaln(alpha.sum())

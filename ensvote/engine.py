@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import as_numeric_array
+from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, power_exceeds
 from .rules import HaltingRule
 
 __all__ = ["HaltResult", "halt"]
@@ -71,6 +71,10 @@ def _check_votes(votes, n_classes):
     if v.dtype.kind == "f":
         if not np.all(np.isfinite(v)) or np.any(v != np.round(v)):
             raise ValueError("votes must be integer class indices")
+        if v.size and np.abs(v).max() >= MAX_COUNT:
+            raise ValueError(f"votes must be class indices below 2**53, found {_fmt(np.abs(v).max())}")
+    if v.dtype == np.uint64 and v.size and v.max() >= 2**63:
+        raise ValueError(f"votes contain label {_fmt(v.max())}, beyond any number of classes")
     if v.dtype.kind == "f" or v.dtype == np.uint64:
         v = v.astype(np.int64)
     # other integer dtypes are used as given (no copy): the engine only indexes with them
@@ -84,9 +88,17 @@ def _check_votes(votes, n_classes):
         if v.dtype.kind == "i" and top >= 2 ** (8 * v.dtype.itemsize - 1):
             raise ValueError(f"votes must be class indices >= 0, found {int(v.min())}")
     if n_classes is None:
-        return v, max(2, top + 1)
+        l = max(2, top + 1)
+        if v.shape[0] * l > MAX_ENTRIES:
+            raise ValueError(f"votes contain label {_fmt(top)}, so n_classes would be {_fmt(l)}: the vote "
+                             f"counts would need {_fmt(v.shape[0])} x {_fmt(l)} entries, more than the limit of "
+                             f"{_fmt(MAX_ENTRIES)}; votes must be class indices 0..n_classes-1")
+        return v, l
     if top >= n_classes:
         raise ValueError(f"votes contain label {top}, outside 0..{n_classes - 1}")
+    if v.shape[0] * int(n_classes) > MAX_ENTRIES:
+        raise ValueError(f"n_classes={_fmt(n_classes)}: the vote counts would need {_fmt(v.shape[0])} x "
+                         f"{_fmt(n_classes)} entries, more than the limit of {_fmt(MAX_ENTRIES)}")
     return v, int(n_classes)
 
 
@@ -160,7 +172,7 @@ def stop_table(rule, n_members, n_classes):
     rule._prepare(n_members, n_classes)
     T, l = int(n_members), int(n_classes)
     key_rule = rule._table_key(l)
-    if key_rule is None or (T + 1) ** l > MAX_STOP_TABLE:
+    if key_rule is None or power_exceeds(T + 1, l, MAX_STOP_TABLE):
         return None
     key = (key_rule, T, l)
     hit = _STOP_TABLES.get(key)

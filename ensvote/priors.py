@@ -1,14 +1,18 @@
-"""Priors over the urn (seed 002 §2.2) and the expected number of members queried."""
+"""Priors over the urn (§2.2 of Soto et al. 2016) and the expected number of members queried."""
 
 import numpy as np
 
 from ._utils import check_random_state
-from ._validation import check_counts, check_positive_int
+from ._validation import MAX_ENTRIES, _fmt, check_counts, check_positive_int, check_size, power_exceeds
 from .confidence import check_prior
 from .engine import run_halting
 from .rules import HaltingRule
 
 __all__ = ["oob_prior", "smooth_moving_average", "expected_queries"]
+
+#: Most work (about ``len(support) * T**2`` operations) ``expected_queries(method="exact")``
+#: accepts: some seconds.
+MAX_EXACT_WORK = 250_000_000
 
 
 def smooth_moving_average(y, span=5):
@@ -55,12 +59,12 @@ def _hamilton_round(oob, T):
 
 
 def oob_prior(oob_votes, T, *, window=5):
-    """Seed 002's non-parametric prior P(T) from out-of-bag votes (HYPER).
+    """The non-parametric prior P(T) of Soto et al. (2016) from out-of-bag votes (HYPER).
 
     For each training row with at least one out-of-bag vote, its out-of-bag
     class shares are rescaled to ``T`` votes and rounded; the histogram of these
     vote vectors, smoothed by a sliding window of ``window`` and normalised, is
-    the prior (seed 002 §2.2).
+    the prior (§2.2 of Soto et al. 2016).
 
     Details, following the authors' MATLAB code where the paper is silent:
 
@@ -84,7 +88,11 @@ def oob_prior(oob_votes, T, *, window=5):
     Returns
     -------
     prior : ndarray of shape (T + 1,) for two classes (``prior[k] = P(T_0 = k)``),
-        else ``(support, probs)`` over every vote vector with positive probability.
+        ``(support, probs)`` over every vote vector with positive probability for
+        three, and for four or more classes a :class:`ensvote.manyclass.PairPrior`
+        (:func:`ensvote.manyclass.pair_oob_prior`: the same rescaled out-of-bag
+        votes, as a prior on leader-rival pairs, which scales with ``l``; this
+        goes beyond the paper).
     """
     v = check_counts(oob_votes, name="oob_votes")
     if v.ndim != 2:
@@ -98,6 +106,13 @@ def oob_prior(oob_votes, T, *, window=5):
         raise ValueError("no training row has an out-of-bag vote; cannot estimate the prior "
                          "(use bootstrap=True, or prior=None for the uniform prior)")
     l = v.shape[1]
+    if l >= 4:  # the full histogram has (T + 1) ** (l - 1) cells: the pair prior instead
+        from .manyclass import pair_oob_prior
+
+        return pair_oob_prior(v, T, window=window)
+    if power_exceeds(T + 1, l - 1, MAX_ENTRIES):
+        raise ValueError(f"the histogram of oob_prior over {l} classes with T={T} would need (T + 1) ** "
+                         f"(l - 1) entries, more than the limit of {_fmt(MAX_ENTRIES)}")
     scaled = _hamilton_round(v.astype(float), T)
     if l == 2:
         hist = np.bincount(scaled[:, 0], minlength=T + 1).astype(float)
@@ -135,7 +150,7 @@ def _box_sum(a, axis, h):
 def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state=None, return_sem=False):
     """Expected number of members a rule queries when urns are drawn from ``prior``.
 
-    ``method="mc"`` is seed 002's Monte Carlo estimate: draw an urn content
+    ``method="mc"`` is the Monte Carlo estimate of Soto et al. (2016): draw an urn content
     ``T`` from the prior, shuffle its ``T`` votes, query them until the rule
     stops, average over ``n_samples`` draws.  ``method="exact"`` (two classes)
     computes the same expectation by dynamic programming: for each urn content
@@ -146,10 +161,14 @@ def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state
     ----------
     rule : HaltingRule
     prior : array of shape (T + 1,) or (support, probs)
-        Distribution of the full vote vector (see :func:`ensvote.confidence.check_prior`).
+        Distribution of the full vote vector (see :func:`ensvote.confidence.check_prior`),
+        e.g. :func:`ensvote.uniform_prior` ``(T, n_classes)``.
     method : {"mc", "exact"}
+        ``"exact"`` costs about ``len(support) * T**2`` operations and is
+        refused beyond ``MAX_EXACT_WORK`` (2.5e8, some seconds; ``T`` about 600
+        for a prior with full support).
     n_samples : int
-        Monte Carlo draws.
+        Monte Carlo draws; ``n_samples * T`` must not exceed ``MAX_ENTRIES`` (5e7).
     random_state : None, int or numpy Generator
         Seed for the draws (None: :data:`ensvote.SEED`).
     return_sem : bool
@@ -161,13 +180,28 @@ def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state
     """
     if not isinstance(rule, HaltingRule):
         raise TypeError(f"rule must be a HaltingRule, got {type(rule).__name__}")
+    if prior is None or isinstance(prior, str):
+        raise TypeError("prior must be the distribution the urns are drawn from: an array of shape "
+                        "(T + 1,) or a pair (support, probs), e.g. ensvote.uniform_prior(T, n_classes); "
+                        f"got {prior!r}")
+    from .manyclass import PairPrior
+
+    if isinstance(prior, PairPrior):
+        raise TypeError("expected_queries draws full urns from the prior; a PairPrior (the many-class "
+                        "out-of-bag prior) describes leader-rival pairs only and cannot be sampled; "
+                        "pass a prior over the full vote vector, e.g. ensvote.uniform_prior(T, n_classes)")
     if isinstance(prior, tuple):
+        if len(prior) != 2:
+            raise ValueError("a prior given as a tuple must be (support, probs)")
         support0 = np.asarray(prior[0])
-        if support0.ndim != 2 or len(support0) == 0:
-            raise ValueError("prior support must have shape (m, n_classes)")
+        if support0.ndim != 2 or len(support0) == 0 or support0.dtype.kind not in "iu":
+            raise ValueError(f"prior support must be an int array of shape (m, n_classes), got {support0!r:.80}")
         T = int(support0[0].sum())
     else:
-        T = len(np.asarray(prior)) - 1
+        p = np.asarray(prior)
+        if p.ndim != 1:
+            raise ValueError(f"a two-class prior must be a 1-D array of length T + 1, got shape {p.shape}")
+        T = len(p) - 1
     if T < 1:
         raise ValueError("prior must describe an ensemble of at least one member")
     support, probs = check_prior(prior, T)
@@ -175,6 +209,7 @@ def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state
     rule._prepare(T, l)
     if method == "mc":
         n_samples = check_positive_int(n_samples, name="n_samples")
+        check_size(n_samples * T, what=f"n_samples={n_samples:,} draws of T={T} votes")
         rng = check_random_state(random_state)
         draws = support[rng.choice(len(support), size=n_samples, p=probs)]
         votes = np.repeat(np.tile(np.arange(l), (n_samples, 1)).ravel(), draws.ravel()).reshape(n_samples, T)
@@ -187,6 +222,10 @@ def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state
     if method == "exact":
         if l != 2:
             raise ValueError("method='exact' is implemented for two classes; use method='mc'")
+        work = len(support) * T * T
+        if work > MAX_EXACT_WORK:
+            raise ValueError(f"method='exact' would cost about len(support) * T**2 = {_fmt(work)} operations "
+                             f"(T={T}), more than the limit of {_fmt(MAX_EXACT_WORK)}; use method='mc'")
         mean = _expected_queries_exact_binary(rule, support[:, 0], probs, T)
         return (mean, 0.0) if return_sem else mean
     raise ValueError(f"method must be 'mc' or 'exact', got {method!r}")

@@ -2,16 +2,18 @@
 
 A rule answers one question for a vector of vote counts: *may the vote stop
 here?*  Each rule precomputes what it needs once, so that during voting a stop
-decision is a table look-up (seed 000 §2.2: the table t*(t; π); seed 002 §2.2:
-one table per class).
+decision is a table look-up (the table t*(t; π) of §2.2 of Hernández-Lobato
+et al. 2011; one table per class in §2.2 of Soto et al. 2016).
 
 =================  =========================================================
 rule               stops when
 =================  =========================================================
 ``InfiniteRule``   confidence that the current majority is the infinite
-                   ensemble's (seed 000 Eq. 7 / Eq. 8 bound) exceeds π
+                   ensemble's (Hernández-Lobato et al. 2011, Eq. 7 /
+                   Eq. 8 bound) exceeds π
 ``UrnRule``        confidence that it is the full ``T``-member majority
-                   (seed 002 Eq. 3, uniform or given prior) exceeds α
+                   (Eq. 3 of Soto et al. 2016, uniform or given prior)
+                   exceeds α
 ``ExactRule``      the remaining votes cannot change the outcome (RF*)
 ``FixedRule``      ``n`` members have voted (the fixed-size strategy FS)
 =================  =========================================================
@@ -25,14 +27,24 @@ import hashlib
 import numpy as np
 from scipy import special
 
-from ._validation import check_counts, check_positive_int, check_probability
-from .confidence import check_prior, finite_confidence, infinite_confidence
+from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
+                          check_size, power_exceeds)
+from .confidence import _prior_argument, check_prior, finite_confidence, infinite_confidence
+from .manyclass import PairPrior, _check_size, pair_table, urn_confidence_exact
 
 __all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "make_rule"]
 
 #: Largest dense confidence table (number of entries, ``(T + 1) ** l``) an
 #: :class:`UrnRule` builds; beyond it confidences are computed on demand.
 MAX_DENSE_TABLE = 5_000_000
+#: Largest ``l * T**3`` for which ``UrnRule(method="exact")`` computes the
+#: uniform-prior Eq. 3 vote vector by vector beyond the dense table (about
+#: 10 ms each at the limit); beyond it, use the union bound (``method="auto"``).
+MAX_EXACT_WORK = 5_000_000
+#: Largest number of votes the table t*(t; π) of :class:`InfiniteRule` covers
+#: (a second or two to build); beyond it the confidence is evaluated directly
+#: (cost per row, not per vote).
+MAX_T_STAR = 10**5
 
 
 class HaltingRule:
@@ -52,12 +64,9 @@ class HaltingRule:
         -------
         ndarray of bool, shape (...)
         """
-        t = check_counts(counts)
+        t = check_counts(counts, max_sum=self.n_members,
+                         max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         s = t.sum(axis=-1)
-        if self.n_members is not None and np.any(s > self.n_members):
-            raise ValueError(
-                f"counts sum to {int(s.max())}, more than the rule's ensemble size T={self.n_members}"
-            )
         self._prepare(self.n_members, t.shape[-1])
         return self._stop(t) & (s > 0)
 
@@ -94,7 +103,7 @@ def _t_star_table(pi, t_max):
     cached = _TSTAR_CACHE.get(pi)
     if cached is not None and len(cached) > t_max:
         return cached
-    t_max = max(t_max, 2 * (len(cached) if cached is not None else 0), 128)
+    t_max = min(max(t_max, 2 * (len(cached) if cached is not None else 0), 128), max(t_max, MAX_T_STAR))
     t = np.arange(t_max + 1)
     lo = (t + 1) // 2  # smallest majority count (a tie for even t)
     hi = t + 1  # sentinel: "cannot stop at this t"
@@ -113,7 +122,7 @@ def _t_star_table(pi, t_max):
 
 
 class InfiniteRule(HaltingRule):
-    """Seed 000's stopping rule: stop when L(y*|t) > π.
+    """The stopping rule of Hernández-Lobato et al. (2011): stop when L(y*|t) > π.
 
     ``L`` is Eq. 7 for two classes and the lower bound Eq. 8 otherwise; ``y*``
     is the current majority.  For two classes the decision is the look-up
@@ -147,7 +156,8 @@ class InfiniteRule(HaltingRule):
             ``t_star[t]`` for ``t = 0..t_max``; the value ``t + 1`` means no
             split of ``t`` votes allows a stop (e.g. ``t = 0``).
         """
-        t_max = check_positive_int(t_max, name="t_max", minimum=0)
+        t_max = check_positive_int(t_max, name="t_max", minimum=0, maximum=MAX_T_STAR,
+                                   why="MAX_T_STAR, the largest table built")
         return _t_star_table(self.confidence, t_max)[: t_max + 1].copy()
 
     def _table_key(self, n_classes):
@@ -159,6 +169,12 @@ class InfiniteRule(HaltingRule):
 
     def _stop(self, t):
         s = t.sum(axis=-1)
+        big = s > MAX_T_STAR
+        if np.any(big):  # beyond the table: the confidence itself (the same test, per row)
+            out = np.zeros(s.shape, dtype=bool)
+            out[big] = infinite_confidence(t[big]) > self.confidence
+            out[~big] = self._stop(t[~big])
+            return out
         table = _t_star_table(self.confidence, int(s.max(initial=0)))
         if t.shape[-1] == 2:
             return t.max(axis=-1) >= table[s]
@@ -245,17 +261,20 @@ def _urn_confidence_table(T, l, support, probs):
 
 
 class UrnRule(HaltingRule):
-    """Seed 002's rule: stop when P*(t, T) > α (Eq. 3).
+    """The rule of Soto et al. (2016): stop when P*(t, T) > α (their Eq. 3).
 
     With ``prior=None`` the prior over the urn is uniform, and the rule equals
-    SIBA, the finite-ensemble version of seed 000's rule (Prop. 3).  With a
+    SIBA, the finite-ensemble version of the rule of Hernández-Lobato et al.
+    (2011) (Prop. 3).  With a
     prior from out-of-bag votes (:func:`ensvote.oob_prior`) it is HYPER.
 
     The confidence of the current majority is tabulated once for every vote
     vector with at most ``T`` votes (a dense table of ``(T + 1) ** l`` entries,
     built by backward induction and cached by ``(T, l, prior)``); a stop is then
     a look-up.  When that table would exceed ``MAX_DENSE_TABLE`` entries
-    (e.g. ``l >= 4`` at ``T = 101``) confidences are computed on demand with
+    (e.g. ``l >= 4`` at ``T = 101``) the uniform prior switches to a union
+    bound over the leader's rivals (``method``, below), a look-up too; a prior
+    given as ``(support, probs)`` is evaluated on demand with
     :func:`ensvote.finite_confidence` and memoised per vote vector.
 
     Parameters
@@ -264,18 +283,52 @@ class UrnRule(HaltingRule):
         Size of the full ensemble.
     confidence : float in (0, 1)
         The threshold α.
-    prior : None, array of shape (T + 1,) or (support, probs)
-        Prior over the full vote vector (see :func:`ensvote.confidence.check_prior`).
+    prior : None, "uniform", array of shape (T + 1,), (support, probs) or PairPrior
+        Prior over the full vote vector (see :func:`ensvote.confidence.check_prior`);
+        None and ``"uniform"`` both mean the uniform prior (SIBA).  A
+        :class:`ensvote.manyclass.PairPrior` (what :func:`ensvote.oob_prior`
+        returns for four or more classes) is a prior on leader-rival pairs,
+        used through the union bound below.
+    method : {"auto", "exact", "bound"}, default="auto"
+        How the confidence is computed for three or more classes (two classes
+        are always exact).  ``"exact"``: Eq. 3 itself, from the dense table or,
+        beyond it, on demand per vote vector (slow for many classes).
+        ``"bound"``: the union bound over the leader's rivals of
+        :mod:`ensvote.manyclass`, a look-up in a table of ``O(T^3)`` entries
+        whatever ``l``; with the uniform prior it never exceeds Eq. 3, so the
+        rule stops only where the exact rule would.  ``"auto"``: exact where the
+        dense table fits (``(T + 1) ** l <= MAX_DENSE_TABLE``) or a prior is
+        given as ``(support, probs)``, the bound otherwise (e.g. ``l >= 4`` at
+        ``T = 101``) and always with a ``PairPrior``.
     """
 
-    def __init__(self, T, confidence=0.99, prior=None):
-        self.n_members = check_positive_int(T, name="T")
+    def __init__(self, T, confidence=0.99, prior=None, *, method="auto"):
+        self.n_members = check_positive_int(T, name="T", maximum=MAX_T,
+                                            why="the confidences cost time proportional to T")
         self.confidence = check_probability(confidence, name="confidence")
+        if method not in ("auto", "exact", "bound"):
+            raise ValueError(f"method must be 'auto', 'exact' or 'bound', got {method!r}")
+        self.method = method
+        prior = _prior_argument(prior)
         self.prior = prior
+        self._pair_prior = None
         if prior is None:
             self._support = self._probs = None
             self.n_classes = None
+        elif isinstance(prior, PairPrior):
+            if prior.T != self.n_members:
+                raise ValueError(f"the PairPrior is for T={prior.T} members, the rule for T={self.n_members}")
+            if method == "exact":
+                raise ValueError("a PairPrior has no exact Eq. 3 (it is not a prior over the full vote); "
+                                 "use method='auto' or 'bound'")
+            self._pair_prior = prior
+            self._support = self._probs = None
+            self.n_classes = prior.n_classes
+            self._check_bound_size(prior.n_classes)
         else:
+            if method == "bound":
+                raise ValueError("method='bound' needs the uniform prior (None) or a PairPrior, "
+                                 "not a prior given as (support, probs)")
             self._support, self._probs = check_prior(prior, self.n_members)
             self.n_classes = self._support.shape[1]
         self._memo = {}
@@ -285,13 +338,43 @@ class UrnRule(HaltingRule):
         return self.n_members
 
     def _params(self):
-        return {"T": self.n_members, "confidence": self.confidence,
-                "prior": None if self.prior is None else "<given>"}
+        out = {"T": self.n_members, "confidence": self.confidence,
+               "prior": None if self.prior is None else "<given>"}
+        if self.method != "auto":
+            out["method"] = self.method
+        return out
 
     def _prepare(self, n_members, n_classes):
         super()._prepare(n_members, n_classes)
         if n_classes is not None and self.n_classes is not None and n_classes != self.n_classes:
             raise ValueError(f"the rule's prior is over {self.n_classes} classes, the votes have {n_classes}")
+        if n_classes is not None and self._uses_bound(n_classes):
+            self._check_bound_size(n_classes, build=True)
+        elif (n_classes is not None and n_classes > 2 and self.method == "exact" and self._support is None
+              and power_exceeds(self.n_members + 1, n_classes, MAX_DENSE_TABLE)
+              and n_classes * self.n_members ** 3 > MAX_EXACT_WORK):
+            raise ValueError(
+                f"method='exact' computes Eq. 3 for {n_classes} classes vote vector by vector, at a cost of "
+                f"about l * T**3 = {n_classes * self.n_members ** 3:,} operations each, above the limit "
+                f"MAX_EXACT_WORK = {MAX_EXACT_WORK:,}; use method='auto' (the union bound, a table look-up "
+                "that never stops where the exact rule would not)")
+
+    def _uses_bound(self, l):
+        """Whether ``l``-class confidences come from the union bound (:mod:`ensvote.manyclass`)."""
+        if self._pair_prior is not None:
+            return True
+        if self._support is not None or self.method == "exact" or l == 2:
+            return False
+        return self.method == "bound" or power_exceeds(self.n_members + 1, l, MAX_DENSE_TABLE)
+
+    def _check_bound_size(self, l, build=False):
+        """Refuse (ValueError naming the limit) a union-bound table above ``MAX_PAIR_TABLE_BYTES``.
+
+        With ``build``, also build (and cache) the table, so that voting is look-ups only.
+        """
+        _check_size(self.n_members, l, self._pair_prior is not None)
+        if build:
+            pair_table(self.n_members, l, self._pair_prior)
 
     def _prior_for(self, l):
         if self._support is not None:
@@ -302,7 +385,11 @@ class UrnRule(HaltingRule):
         return check_prior(p, self.n_members)
 
     def table(self, n_classes=2):
-        """The dense table of P*(t, T) for the current majority, or ``None`` if too large.
+        """The dense table of P*(t, T) for the current majority, or ``None``.
+
+        ``None`` when the table would exceed ``MAX_DENSE_TABLE`` entries or the
+        rule uses the union bound (``method``; :func:`ensvote.manyclass.pair_table`
+        holds that rule's table).
 
         ``table[t_0, ..., t_{l-1}]`` is the confidence at that vote vector (NaN
         for vectors with more than ``T`` votes or of probability 0 under the prior).
@@ -310,7 +397,7 @@ class UrnRule(HaltingRule):
         l = check_positive_int(n_classes, name="n_classes", minimum=2)
         self._prepare(self.n_members, l)
         T = self.n_members
-        if (T + 1) ** l > MAX_DENSE_TABLE:
+        if power_exceeds(T + 1, l, MAX_DENSE_TABLE) or self._uses_bound(l):
             return None
         support, probs = self._prior_for(l)
         key = (T, l, _prior_key(support, probs))
@@ -321,7 +408,7 @@ class UrnRule(HaltingRule):
         return tab
 
     def lookup_table(self):
-        """Seed 002's per-class tables for two classes.
+        """The per-class tables of Soto et al. (2016) for two classes.
 
         Returns
         -------
@@ -331,6 +418,7 @@ class UrnRule(HaltingRule):
             majority; ``-1`` if there is none.
         """
         T = self.n_members
+        check_size((T + 1) ** 2, what=f"lookup_table() of T={T} (every vote vector of two classes)")
         x = np.arange(T + 1)
         need = np.full((2, T + 1), -1)
         for c in range(2):
@@ -346,20 +434,23 @@ class UrnRule(HaltingRule):
 
     def _table_key(self, n_classes):
         T = self.n_members
-        if (T + 1) ** n_classes > MAX_DENSE_TABLE:
+        if power_exceeds(T + 1, n_classes, MAX_DENSE_TABLE):
             return None  # on-demand confidences: tabulating every state would be slow
         prior = None if self._support is None else _prior_key(self._support, self._probs)
+        if self._uses_bound(n_classes):
+            prior = ("bound", None if self._pair_prior is None else self._pair_prior.key)
         return (type(self), T, self.confidence, prior)
 
     def confidence_of(self, counts):
         """P*(t, T) of the current majority (table look-up where available)."""
-        t = check_counts(counts)
-        if np.any(t.sum(axis=-1) > self.n_members):
-            raise ValueError(f"counts sum to more than T={self.n_members}")
+        t = check_counts(counts, max_sum=self.n_members,
+                         max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         self._prepare(self.n_members, t.shape[-1])
         return self._confidence(t)
 
     def _confidence(self, t):
+        if self._uses_bound(t.shape[-1]):  # union bound over the leader's rivals (ensvote.manyclass)
+            return pair_table(self.n_members, t.shape[-1], self._pair_prior).confidence(t)
         tab = self.table(t.shape[-1])
         if tab is not None:
             return tab[tuple(np.moveaxis(t, -1, 0))]
@@ -375,7 +466,10 @@ class UrnRule(HaltingRule):
                 vals[r] = v
         if todo:
             prior = None if self._support is None else (self._support, self._probs)
-            new = finite_confidence(uniq[todo], self.n_members, prior=prior)
+            if prior is None and t.shape[-1] > 2:  # exact Eq. 3 from Prop. 3's product form
+                new = urn_confidence_exact(uniq[todo], self.n_members)
+            else:
+                new = finite_confidence(uniq[todo], self.n_members, prior=prior)
             vals[todo] = new
             for r, v in zip(todo, new):
                 self._memo[uniq[r].tobytes()] = float(v)
@@ -387,7 +481,7 @@ class UrnRule(HaltingRule):
 
 
 class ExactRule(HaltingRule):
-    """Stop when the remaining votes cannot change the outcome (seed 002's RF*).
+    """Stop when the remaining votes cannot change the outcome (RF* of Soto et al. 2016).
 
     With ``R`` votes still unseen, the current majority ``c`` is final iff for
     every other class ``j``: ``t_c - t_j > R``, or ``t_c - t_j == R`` and
@@ -401,7 +495,8 @@ class ExactRule(HaltingRule):
     """
 
     def __init__(self, T):
-        self.n_members = check_positive_int(T, name="T")
+        self.n_members = check_positive_int(T, name="T", maximum=MAX_COUNT - 1,
+                                            why="votes must be counted exactly")
 
     def _params(self):
         return {"T": self.n_members}
@@ -411,9 +506,8 @@ class ExactRule(HaltingRule):
 
     def confidence_of(self, counts):
         """1.0 where the outcome is already decided, else 0.0."""
-        t = check_counts(counts)
-        if np.any(t.sum(axis=-1) > self.n_members):
-            raise ValueError(f"counts sum to more than T={self.n_members}")
+        t = check_counts(counts, max_sum=self.n_members,
+                         max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         return self._stop(t).astype(float)
 
     def _stop(self, t):
@@ -428,7 +522,7 @@ class ExactRule(HaltingRule):
 
 
 class FixedRule(HaltingRule):
-    """Query the first ``n`` members for every row (seed 000's fixed-size FS).
+    """Query the first ``n`` members for every row (the fixed-size FS of Hernández-Lobato et al. 2011).
 
     Parameters
     ----------

@@ -192,7 +192,7 @@ def test_bad_rule_and_prior_names():
 def test_oob_prior_needs_out_of_bag_rows():
     X, y = make_classification(60, 4, random_state=0)
     with pytest.raises(ValueError, match="out-of-bag"):
-        ev.HaltingClassifier(RandomForestClassifier(n_estimators=5, bootstrap=False)).fit(X, y)
+        ev.HaltingClassifier(RandomForestClassifier(n_estimators=5, bootstrap=False), prior="oob").fit(X, y)
     with pytest.raises(ValueError, match="out-of-bag"):
         ev.oob_prior(np.zeros((4, 2), dtype=int), 11)
 
@@ -243,3 +243,191 @@ def test_predict_rejects_infinite_or_float32_overflowing_features():
     Xn = X[:5].copy()
     Xn[1, 0] = np.nan  # NaN is allowed: scikit-learn's trees route missing values
     assert clf.predict(Xn).shape == (5,)
+
+
+# ---------------------------------------------------------------------------
+# counts beyond exactly representable integers (issue: silent int64 wrap-around)
+# ---------------------------------------------------------------------------
+COUNT_FUNCS = [ev.current_majority, ev.infinite_confidence, ev.infinite_confidence_exact,
+               ev.InfiniteRule().stop, ev.FixedRule(3).stop]
+
+
+@pytest.mark.parametrize("f", COUNT_FUNCS)
+@pytest.mark.parametrize("counts", [[1e19, 1.0], [1e300, 1.0], np.array([2**63, 1], dtype=np.uint64),
+                                    np.array([2**62, 2**62], dtype=np.int64), [2**53, 0], [float(2**53), 0.0]],
+                         ids=["1e19", "1e300", "uint64-2**63", "int64-2**62", "2**53", "float-2**53"])
+def test_counts_beyond_exact_integers_are_refused(f, counts):
+    with pytest.raises(ValueError, match=r"counts must be below 2\*\*53"):
+        f(counts)
+
+
+@pytest.mark.parametrize("f", COUNT_FUNCS)
+def test_count_totals_beyond_exact_integers_are_refused(f):
+    with pytest.raises(ValueError, match=r"total below 2\*\*53"):
+        f([2**52, 2**52])
+    # each count fits, but an int64 sum over many classes would wrap around
+    with pytest.raises(ValueError, match=r"total below 2\*\*53"):
+        f(np.full(2000, 2**52, dtype=np.int64))
+
+
+def test_largest_exact_counts_are_accepted():
+    assert ev.current_majority([2**53 - 1, 0]) == 0
+    assert ev.infinite_confidence([2**52, 2**52 - 1]) == pytest.approx(0.5, abs=1e-3)
+    assert ev.InfiniteRule().stop([2**50, 1])  # beyond the t* table: evaluated directly, no hang
+    # beyond the table the rule decides as the table would (the same test of the confidence)
+    from ensvote import rules
+
+    t = np.array([[rules.MAX_T_STAR + 1 - k, k] for k in range(0, 600, 7)] + [[k, 3] for k in range(1, 200)])
+    big = ev.InfiniteRule(0.95).stop(t)
+    assert np.array_equal(big, ev.infinite_confidence(t) > 0.95) and big.any() and not big.all()
+    small = t[t.sum(axis=1) <= rules.MAX_T_STAR]
+    assert np.array_equal(ev.InfiniteRule(0.95).stop(small), ev.infinite_confidence(small) > 0.95)
+
+
+@pytest.mark.parametrize("make", [ev.ExactRule, ev.UrnRule], ids=["ExactRule", "UrnRule"])
+@pytest.mark.parametrize("counts", [[2**62, 2**62], np.array([2**63, 1], dtype=np.uint64), [1e300, 0.0]],
+                         ids=["int64-overflowing-sum", "uint64", "1e300"])
+def test_sum_above_T_is_reported_even_when_counts_overflow(make, counts):
+    rule = make(11)
+    with pytest.raises(ValueError, match="more than the rule's ensemble size T=11"):
+        rule.stop(counts)
+    with pytest.raises(ValueError, match="more than the rule's ensemble size T=11"):
+        rule.confidence_of(counts)
+    with pytest.raises(ValueError, match="more than the ensemble size T=11"):
+        ev.finite_confidence(counts, 11)
+
+
+def test_votes_beyond_exact_integers():
+    with pytest.raises(ValueError, match=r"below 2\*\*53"):
+        ev.halt(np.array([[0.0, 2.0**60]]), ev.ExactRule(2))
+    with pytest.raises(ValueError, match="beyond any number of classes"):
+        ev.halt(np.array([[0, 2**63]], dtype=np.uint64), ev.ExactRule(2))
+
+
+# ---------------------------------------------------------------------------
+# sizes that explode are checked up front, naming the limit
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("call, match", [
+    (lambda: ev.finite_confidence([3, 2], 10**12), "T must be <= 100,000,000"),
+    (lambda: ev.UrnRule(10**9), "T must be <= 100,000,000"),
+    (lambda: ev.compositions(100, 6), r"compositions\(100, 6\) .* more than the limit of 50,000,000"),
+    (lambda: ev.uniform_prior(10**6, 3), r"uniform_prior\(1000000, 3\) .* limit of 50,000,000"),
+    (lambda: ev.uniform_prior(10**9), "limit of 50,000,000"),
+    (lambda: ev.halt(np.array([[0, 2**40, 1]]), ev.ExactRule(3)), "n_classes would be 1,099,511,627,777"),
+    (lambda: ev.halt(np.zeros((2, 3), dtype=int), ev.ExactRule(3), n_classes=2**40), "limit of 50,000,000"),
+    (lambda: ev.expected_queries(ev.ExactRule(3001), ev.uniform_prior(3001), method="exact"),
+     "limit of 250,000,000; use method='mc'"),
+    (lambda: ev.expected_queries(ev.ExactRule(101), ev.uniform_prior(101), n_samples=10**6),
+     "limit of 50,000,000"),
+    (lambda: ev.finite_confidence([1, 0, 0], 50, n_mc=10**8), r"n_mc=100,000,000 .* limit of 50,000,000"),
+    (lambda: ev.InfiniteRule().t_star(10**8), "t_max must be <= 100,000"),
+    (lambda: ev.UrnRule(10**4).lookup_table(), r"lookup_table\(\) of T=10000 .* limit"),
+    (lambda: ev.oob_prior(np.ones((3, 3), dtype=int), 10**4), r"\(T \+ 1\) \*\* \(l - 1\) entries, more than"),
+], ids=["finite_confidence-T", "UrnRule-T", "compositions", "uniform_prior-3", "uniform_prior-2",
+        "halt-inferred-classes", "halt-n_classes", "expected_queries-exact", "expected_queries-mc",
+        "finite_confidence-n_mc", "t_star", "lookup_table", "oob_prior"])
+def test_sizes_that_explode_are_refused_up_front(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------
+# every bad argument names the argument
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("f", [ev.infinite_confidence, ev.infinite_confidence_exact,
+                               lambda c, label: ev.finite_confidence(c, 10, label=label)])
+def test_label_of_the_wrong_shape(f):
+    counts = [[3, 1], [2, 2], [1, 0]]
+    with pytest.raises(ValueError, match=r"label must be one class index or an array broadcastable .* \(3,\)"):
+        f(counts, label=[0, 1])
+    with pytest.raises(ValueError, match="label must be"):
+        f(counts, label=[[0], [1], [0]])
+    assert np.shape(f(counts, label=[0, 1, 1])) == (3,)  # one label per row is fine
+
+
+def test_prior_uniform_is_accepted_wherever_the_classifier_accepts_it():
+    c = np.array([[4, 1, 0], [2, 2, 1]])
+    assert np.array_equal(ev.finite_confidence(c, 12, prior="uniform"), ev.finite_confidence(c, 12))
+    assert np.array_equal(ev.finite_confidence([4, 1], 12, prior="uniform"), ev.finite_confidence([4, 1], 12))
+    u, n = ev.UrnRule(12, prior="uniform"), ev.UrnRule(12)
+    assert u.prior is None and np.array_equal(u.stop(c), n.stop(c))
+    assert np.array_equal(ev.rules.make_rule("urn", n_members=12, prior="uniform").stop(c), n.stop(c))
+    support, probs = ev.confidence.check_prior("uniform", 12, n_classes=3)
+    assert len(support) == len(probs) == 91 and np.allclose(probs, 1 / 91)
+    X, y = make_classification(80, 4, random_state=0)
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=7, random_state=0), prior="uniform").fit(X, y)
+    assert clf.prior_ is None and clf.predict(X).shape == (80,)
+
+
+@pytest.mark.parametrize("make", [lambda p: ev.finite_confidence([3, 1], 10, prior=p),
+                                  lambda p: ev.UrnRule(10, prior=p)], ids=["finite_confidence", "UrnRule"])
+def test_prior_strings_other_than_uniform(make):
+    with pytest.raises(ValueError, match="prior='oob' .*HaltingClassifier.*oob_prior"):
+        make("oob")
+    with pytest.raises(ValueError, match="prior must be None or 'uniform'"):
+        make("flat")
+    with pytest.raises(TypeError, match="prior probabilities must be numbers"):
+        make(["a"] * 11)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    ({"n_mc": 0}, ValueError, "n_mc must be >= 1"),
+    ({"n_mc": -5}, ValueError, "n_mc must be >= 1"),
+    ({"n_mc": 2.5}, TypeError, "n_mc must be an int"),
+    ({"max_terms": "x"}, TypeError, "max_terms must be an int"),
+    ({"max_terms": 0}, ValueError, "max_terms must be >= 1"),
+    ({"random_state": "x"}, TypeError, "random_state"),
+])
+@pytest.mark.parametrize("counts", [[3, 1], [3, 1, 0]], ids=["two-classes", "three-classes"])
+def test_finite_confidence_bad_keyword(kw, exc, match, counts):
+    # checked up front, also where the argument would not be used (two classes, exact sum)
+    with pytest.raises(exc, match=match):
+        ev.finite_confidence(counts, 50, **kw)
+
+
+@pytest.mark.parametrize("prior", [None, "uniform", 5, [[0.5, 0.5]]])
+def test_expected_queries_prior_must_be_a_distribution(prior):
+    with pytest.raises((TypeError, ValueError), match="prior must be|two-class prior must be"):
+        ev.expected_queries(ev.ExactRule(10), prior)
+
+
+def test_extra_trees_with_the_default_prior():
+    """prior="auto" (the default): out-of-bag when the ensemble bootstraps, uniform otherwise."""
+    from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier
+
+    X, y = make_classification(120, 5, random_state=0)
+    et = ev.HaltingClassifier(ExtraTreesClassifier(n_estimators=11, random_state=0)).fit(X, y)
+    assert et.prior_ is None and et.predict(X).shape == (120,)
+    assert np.array_equal(et.predict(X), ev.HaltingClassifier(ExtraTreesClassifier(n_estimators=11, random_state=0),
+                                                              prior="uniform").fit(X, y).predict(X))
+    for est in (RandomForestClassifier(n_estimators=11, random_state=0),
+                ExtraTreesClassifier(n_estimators=11, bootstrap=True, random_state=0),
+                BaggingClassifier(n_estimators=11, random_state=0)):
+        auto = ev.HaltingClassifier(est).fit(X, y)
+        oob = ev.HaltingClassifier(est, prior="oob").fit(X, y)
+        assert auto.prior_ is not None and np.array_equal(auto.prior_, oob.prior_)
+    with pytest.raises(ValueError, match="out-of-bag"):
+        ev.HaltingClassifier(ExtraTreesClassifier(n_estimators=11), prior="oob").fit(X, y)
+
+
+def test_sparse_X_is_accepted_when_the_forest_accepts_it():
+    import scipy.sparse as sp
+    from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier
+
+    X, y = make_classification(200, 8, random_state=0)
+    X[np.abs(X) < 0.5] = 0.0
+    for est in (RandomForestClassifier(n_estimators=15, random_state=0),
+                ExtraTreesClassifier(n_estimators=15, random_state=0),
+                BaggingClassifier(n_estimators=15, max_features=0.6, random_state=0)):
+        dense = ev.HaltingClassifier(est).fit(X, y)
+        ref = dense.halt(X)
+        for fmt in (sp.csr_matrix, sp.csc_matrix, sp.csr_array):
+            clf = ev.HaltingClassifier(est).fit(fmt(X), y)
+            res = clf.halt(fmt(X))
+            assert np.array_equal(res.labels, ref.labels) and np.array_equal(res.n_queried, ref.n_queried)
+            assert np.array_equal(clf.predict(fmt(X)), dense.predict(X))
+            assert np.array_equal(clf.member_votes(fmt(X)), dense.member_votes(X))
+            assert np.array_equal(clf.oob_votes(fmt(X)), dense.oob_votes(X))
+        big = sp.csr_matrix(X)  # int64 indices, as scipy makes for large matrices
+        big.indices, big.indptr = big.indices.astype(np.int64), big.indptr.astype(np.int64)
+        assert np.array_equal(dense.predict(big), dense.predict(X))

@@ -99,3 +99,47 @@ def test_negative_decimals():
 def test_not_dataframes():
     with pytest.raises(TypeError, match="DataFrames"):
         runner.compare_with_published(_ours().to_dict(), _pub(), ["err"])
+
+
+def _one(mean, std, pub_mean, pub_std, n=100):
+    ours = pd.DataFrame({"x_mean": [mean], "x_std": [std], "n_realizations": [n]}, index=["p"])
+    pub = pd.DataFrame({"x_mean": [pub_mean], "x_std": [pub_std]}, index=["p"])
+    return ours, pub
+
+
+def test_the_rounding_of_the_printed_values_is_allowed_for():
+    # printed 51.0±0.0: the true mean and std are only known to ±0.05 each, so 51.01 is within one std
+    table, within, delta = runner.compare_with_published(*_one(51.01, 0.1, "51.0", "0.0"), ["x"], decimals=1)
+    assert table.loc["p", ("x", "Δ")] == "+0.0 ✓" and bool(within.loc["p", "x"])
+    np.testing.assert_allclose(delta.loc["p", "x"], 0.01)
+    # the tolerance is half a unit of each printed value's last digit: 0.05 + 0.05 here, 0.005 + 0.005 below
+    assert bool(runner.compare_with_published(*_one(51.1, 0.1, "51.0", "0.0"), ["x"])[1].loc["p", "x"])
+    assert not runner.compare_with_published(*_one(51.11, 0.1, "51.0", "0.0"), ["x"])[1].loc["p", "x"]
+    assert not runner.compare_with_published(*_one(1.061, 0.1, "1.05", "0.00"), ["x"])[1].loc["p", "x"]
+    assert runner.compare_with_published(*_one(2.6, 0.1, "2", "0.1"), ["x"])[1].loc["p", "x"]  # integer: ±0.5
+
+
+def test_delta_has_at_least_the_published_decimals_so_no_zero_is_flagged():
+    # decimals=1 would print +0.0 for a Δ of 0.04 that is outside a printed std of 0.00
+    table, within, _ = runner.compare_with_published(*_one(1.09, 0.1, "1.05", "0.00"), ["x"], decimals=1)
+    assert table.loc["p", ("x", "Δ")] == "+0.04 ✗" and not within.loc["p", "x"]
+    for mean in np.linspace(0.9, 1.2, 61):  # no Δ that reads as zero carries ✗, whatever the decimals
+        for dec in (0, 1, 2):
+            cell = runner.compare_with_published(*_one(mean, 0.1, "1.05", "0.00"), ["x"], decimals=dec)[0].loc["p", ("x", "Δ")]
+            assert not (float(cell.split()[0]) == 0 and cell.endswith("✗")), (mean, dec, cell)
+
+
+def test_without_delta_the_flag_goes_on_our_cell():
+    table, within, _ = runner.compare_with_published(_ours(), _pub(), {"err": "error %"}, pvalue="p",
+                                                     unavailable=["d"], delta=False, show_n=True)
+    assert list(table.columns) == [("error %", "ours"), ("error %", "published"), ("N", "")]
+    assert table.loc["a"].tolist() == ["1.04±0.10* ✓", "1.0±0.2", 10]
+    assert table.loc["b"].tolist() == ["3.00±– ✗", "2.5±0.30", 1]
+    assert table.loc["d"].tolist() == ["unavailable offline", "6.0±1.5", 0]
+    assert table.loc["e"].tolist() == ["5.00±0.50*", "not in our copy", 4]  # nothing to compare with: no flag
+    assert within["err"].tolist() == [True, False, pd.NA, pd.NA, pd.NA]
+
+
+def test_delta_must_be_a_bool():
+    with pytest.raises(TypeError, match="delta"):
+        runner.compare_with_published(_ours(), _pub(), ["err"], delta="no")

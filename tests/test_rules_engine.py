@@ -112,7 +112,9 @@ def test_urn_lookup_table_sorted():
 
 
 def test_urn_rule_large_l_on_demand_matches_direct():
-    rule = ev.UrnRule(30, 0.9)  # (31)^5 entries > MAX_DENSE_TABLE: on-demand path
+    # (31)^5 entries > MAX_DENSE_TABLE: method="exact" computes Eq. 3 on demand (the default
+    # switches to the union bound of ensvote.manyclass there; see tests/test_many_classes.py)
+    rule = ev.UrnRule(30, 0.9, method="exact")
     assert rule.table(5) is None
     states = np.array([[5, 1, 0, 0, 0], [2, 2, 1, 1, 0], [9, 0, 0, 0, 1]])
     np.testing.assert_allclose(rule.confidence_of(states), ev.finite_confidence(states, 30), atol=1e-12)

@@ -66,24 +66,74 @@ def test_resume_from_a_shard_gives_identical_results(tmp_path):
     _same_tree(runner.aggregate("circle", "smoke", out=full), runner.aggregate("circle", "smoke", out=sharded))
 
 
+def _wait_until(cond, proc, what, timeout=600):
+    """Poll ``cond`` until it holds; fail (not hang) if ``proc`` ends first or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert proc.poll() is None, f"the run ended before {what}"
+        assert time.monotonic() < deadline, f"gave up waiting for {what} after {timeout} s"
+        time.sleep(0.05)
+
+
 def test_killed_run_resumes_to_identical_results(tmp_path):
     ref, killed = tmp_path / "ref", tmp_path / "killed"
     runner.run("hl2011", "smoke", out=ref, progress=False)
     cmd = [sys.executable, "-m", "ensvote", "run", "hl2011", "--profile", "smoke", "--out", str(killed)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tasks = killed / "hl2011" / "smoke" / "tasks"
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(tasks.glob("*/r*.json.gz")):
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    done = list(tasks.glob("*/r*.json.gz"))
-    assert 1 <= len(done) < 2, "the run should have been killed half way"
-    # a killed run may leave a temporary file behind; it never counts as a finished task
-    (done[0].parent / ".r009.json.gz.999.tmp").write_bytes(b"partial")
+    try:
+        _wait_until(lambda: list(tasks.glob("*/r*.json.gz")), proc, "its first record was written")
+    finally:
+        proc.kill()  # SIGKILL: no clean-up runs in the killed process
+        proc.wait()
+    done = sorted(tasks.glob("*/r*.json.gz"))  # whatever finished: the resume must complete the rest
+    # a writer killed mid-write leaves its temporary file; it never counts as a finished task
+    for name in (".r000.json.gz.999.tmp", f".r000.json.gz.{proc.pid}.{'0' * 32}.tmp"):
+        (done[0].parent / name).write_bytes(b"partial")
     s = runner.run("hl2011", "smoke", out=killed, progress=False)
-    assert s["run"] == 1 and s["skipped"] == 1
+    assert (s["run"], s["skipped"], s["bad_records"]) == (2 - len(done), len(done), [])
     _same_tree(runner.aggregate("hl2011", "smoke", out=ref), runner.aggregate("hl2011", "smoke", out=killed))
+
+
+def _alive(p):
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_killed_parallel_run_leaves_no_live_workers(tmp_path):
+    """After SIGKILL of `run --n-jobs 2`, the loky workers and the resource trackers end by themselves."""
+    psutil = pytest.importorskip("psutil")
+    cmd = [sys.executable, "-m", "ensvote", "run", "hl2011", "--profile", "smoke", "--n-jobs", "2",
+           "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(proc.pid)
+
+    def workers():
+        try:
+            kids = parent.children(recursive=True)
+            return [k for k in kids if "popen_loky_posix" in " ".join(k.cmdline())]
+        except psutil.Error:
+            return []
+
+    try:
+        _wait_until(lambda: len(workers()) >= 2, proc, "its two workers started")
+        family = parent.children(recursive=True)  # the workers and the resource trackers
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(family) >= 3
+    deadline = time.monotonic() + 300  # a worker still importing notices once its imports are done
+    while any(_alive(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [(p.pid, p.name()) for p in family if _alive(p)]
+    for p in family:  # never leave processes behind for the next tests
+        if _alive(p):
+            p.kill()
+    assert not left, f"still alive after their parent was killed: {left}"
 
 
 def test_dask_local_cluster_gives_identical_results(tmp_path):
@@ -104,16 +154,90 @@ def test_joblib_two_workers_identical(tmp_path):
     _same_tree(runner.aggregate("circle", "smoke", out=a), runner.aggregate("circle", "smoke", out=b))
 
 
-def test_unavailable_datasets_keep_their_rows(tmp_path, monkeypatch):
-    monkeypatch.delenv("ENSVOTE_DATA_DIR", raising=False)
-    tasks, missing = runner.list_tasks("soto2016", "book")
-    assert {"new-thyroid", "echocardiogram", "horse-colic"} <= set(missing)
-    assert not any(d in missing for d, _ in tasks)
+def test_datasets_without_records_keep_their_rows(tmp_path):
     runner.run("soto2016", "smoke", out=tmp_path, datasets_=["votes"], realizations="0:1", progress=False)
-    runner.aggregate("soto2016", "smoke", out=tmp_path)
-    t1 = pd.read_csv(tmp_path / "soto2016" / "smoke" / "table1_error_disagreement.csv")
-    row = t1.set_index("problem").loc["New-thyroid"]
+    with pytest.raises(runner.IncompleteRecordsError, match=r"3 of 4 records missing \(sonar r000-r001; votes r001\)"):
+        runner.aggregate("soto2016", "smoke", out=tmp_path)
+    with pytest.warns(runner.RecordWarning, match="tabulating the 1 there are"):
+        runner.aggregate("soto2016", "smoke", out=tmp_path, allow_missing=True)
+    t1 = pd.read_csv(tmp_path / "soto2016" / "smoke" / "table1_error_disagreement.csv").set_index("problem")
+    assert t1.loc["Votes", "n_realizations"] == 1
+    row = t1.loc["New-thyroid"]
     assert row["n_realizations"] == 0 and np.isnan(row["error_rf_mean"])
+
+
+def test_a_deleted_vendored_file_is_an_error_not_unavailable(tmp_path, monkeypatch):
+    real = datasets.load
+
+    def load(name, **kw):
+        if name == "sonar":
+            raise FileNotFoundError(2, "No such file or directory", "/deleted/sonar.csv.gz")
+        return real(name, **kw)
+
+    monkeypatch.setattr(runner.datasets, "load", load)
+    with pytest.raises(FileNotFoundError, match="sonar.csv.gz"):
+        runner.list_tasks("soto2016", "smoke")
+    code = ("import sys, ensvote.datasets as d\n"
+            "real = d.load\n"
+            "def load(name, **kw):\n"
+            "    if name == 'sonar':\n"
+            "        raise FileNotFoundError(2, 'No such file or directory', '/deleted/sonar.csv.gz')\n"
+            "    return real(name, **kw)\n"
+            "d.load = load\n"
+            "from ensvote.__main__ import main\n"
+            f"sys.exit(main(['run', 'soto2016', '--profile', 'smoke', '--out', {str(tmp_path)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert "error:" in lines[0] and "/deleted/sonar.csv.gz" in lines[0] and "offline" not in proc.stderr
+    assert not (tmp_path / "soto2016").exists()
+
+
+def _cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "ensvote", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--datasets", ""], "--datasets is empty; give comma-separated dataset names of suite 'circle': circle"),
+    (["--datasets", "circle,"], "--datasets 'circle,' has an empty name"),
+    (["--datasets", "sonar"], "dataset(s) sonar not in suite 'circle'"),
+    (["--realizations", "-1:1"], "realizations '-1:1' must satisfy 0 <= START < STOP <= 2 for this profile"),
+    (["--realizations", "3"], "realizations must look like START:STOP"),
+    (["--n-jobs", "0"], "n_jobs must be a positive int, got 0"),
+    (["--scheduler", ""], "scheduler must be 'local' or an address"),
+])
+def test_cli_errors_are_one_line(tmp_path, capsys, args, message):
+    from ensvote.__main__ import main
+
+    assert main(["run", "circle", "--profile", "smoke", "--out", str(tmp_path), *args]) == 1
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and len(lines) == 1 and lines[0].startswith(f"python -m ensvote run: error: {message}")
+    assert not (tmp_path / "circle").exists()  # nothing ran
+
+
+def test_unreachable_scheduler_fails_fast_with_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ConnectionError, match="Connection refused"):
+        runner._connect(f"tcp://127.0.0.1:{port}")
+    proc = _cli("run", "circle", "--profile", "smoke", "--out", tmp_path, "--scheduler", f"tcp://127.0.0.1:{port}",
+                timeout=300)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert f"error: cannot reach the Dask scheduler at 'tcp://127.0.0.1:{port}'" in lines[0]
+
+
+def test_cli_shard_run_says_why_no_tables_were_written(tmp_path):
+    proc = _cli("run", "circle", "--profile", "smoke", "--out", tmp_path, "--realizations", "0:1")
+    assert proc.returncode == 0, proc.stderr
+    note = [ln for ln in proc.stderr.splitlines() if "note:" in ln]
+    assert len(note) == 1 and "tables not written" in note[0] and "circle r001" in note[0]
+    assert not list(tmp_path.rglob("*.csv"))
 
 
 def test_bad_arguments(tmp_path):
@@ -129,6 +253,15 @@ def test_bad_arguments(tmp_path):
         runner.run("circle", "smoke", out=tmp_path, realizations="0:5")
     with pytest.raises(ValueError, match="n_jobs"):
         runner.run("circle", "smoke", out=tmp_path, n_jobs=0)
+    with pytest.raises(ValueError, match="empty"):
+        runner.run("circle", "smoke", out=tmp_path, datasets_=[])
+    with pytest.raises(ValueError, match="empty name"):
+        runner.run("circle", "smoke", out=tmp_path, datasets_=["circle", ""])
+    with pytest.raises(TypeError, match="list of dataset names"):
+        runner.run("circle", "smoke", out=tmp_path, datasets_="circle")
+    with pytest.raises(ValueError, match="scheduler must be"):
+        runner.run("circle", "smoke", out=tmp_path, scheduler="")
+    assert not tmp_path.joinpath("circle").exists()
     proc = subprocess.run([sys.executable, "-m", "ensvote", "run", "nosuite", "--profile", "smoke"],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "invalid choice" in proc.stderr

@@ -1,0 +1,288 @@
+"""Every stopping rule head to head: the task and the aggregation of the ``headtohead`` suite.
+
+For one partition of one problem (the training / test split of the Soto et al.
+(2016) suite, with the same random forest of ``T`` trees), each rule's
+parameter is swept and the test rows are halted on the forest's vote matrix;
+the record keeps, per rule and parameter, the mean number of trees queried and
+the number of test rows whose label differs from the full forest's hard
+majority.  The rules:
+
+=============  ============================================  =====================
+name           rule                                          parameter swept
+=============  ============================================  =====================
+``FS``         fixed size (:class:`~ensvote.FixedRule`)      members ``n``
+``infinite``   :class:`~ensvote.InfiniteRule`                threshold π
+``urn``        :class:`~ensvote.UrnRule`, uniform prior      threshold α
+``HYPER``      :class:`~ensvote.UrnRule`, out-of-bag prior   threshold α
+``opt-unif``   :class:`~ensvote.OptimalRule`, uniform prior  budget δ
+``opt-oob``    :class:`~ensvote.OptimalRule`, out-of-bag     budget δ
+``margin``     :class:`MarginRule`                           lead ``k``
+=============  ============================================  =====================
+
+Under the prior (no test rows): HYPER's expected members and disagreement at a
+few α, and the optimum at HYPER's own expected disagreement.
+
+The runner (:mod:`ensvote.runner`, suite ``headtohead``) seeds, runs and stores
+the tasks; :func:`aggregate` writes the tables the chapter *How far from optimal
+are the threshold rules?* renders.
+"""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.ensemble import RandomForestClassifier
+
+from ._validation import check_positive_int
+from .classifier import HaltingClassifier
+from .engine import halt
+from .optimal import OptimalRule, policy_value
+from .rules import FixedRule, HaltingRule, InfiniteRule, UrnRule
+
+__all__ = ["MarginRule", "RULES", "run_task", "aggregate", "at_disagreement"]
+
+#: Rule names in the order the chapter shows them.
+RULES = ("FS", "infinite", "urn", "HYPER", "opt-unif", "opt-oob", "margin")
+
+
+class MarginRule(HaltingRule):
+    """Stop when the current majority leads the runner-up by ``k`` votes.
+
+    The rule of LightGBM's ``pred_early_stop`` (there on the margin of the
+    raw scores): no model, no prior, one integer.  Every vote stops once the
+    members run out.
+
+    Parameters
+    ----------
+    k : int >= 1
+        The lead that stops the vote.
+    """
+
+    def __init__(self, k):
+        self.k = check_positive_int(k, name="k")
+
+    def _params(self):
+        return {"k": self.k}
+
+    def _table_key(self, n_classes):
+        return (type(self), self.k)
+
+    def _stop(self, t):
+        top2 = -np.partition(-t, 1, axis=-1)[..., :2]
+        return top2[..., 0] - top2[..., 1] >= self.k
+
+
+_UNIFORM_CACHE = {}
+
+
+def _uniform_optimal(T, l, delta):
+    key = (T, l, delta)
+    if key not in _UNIFORM_CACHE:
+        _UNIFORM_CACHE[key] = OptimalRule(T, delta, n_classes=l)
+    return _UNIFORM_CACHE[key]
+
+
+def run_task(dataset, realization, p):
+    """One partition of one problem: every rule's sweep on the test rows (a JSON-serialisable dict)."""
+    from .runner import _rng_and_ints, _split_soto, task_seed
+
+    # the soto2016 suite's split and forest seed: the same forest as its task
+    _, (s_fit, _) = _rng_and_ints(task_seed("soto2016", dataset, realization), 2)
+    Xtr, ytr, Xte, yte = _split_soto(dataset, realization, p["n_test_synthetic"])
+    T = p["T"]
+    rf = RandomForestClassifier(n_estimators=T, random_state=s_fit, n_jobs=1)
+    clf = HaltingClassifier(rf, rule="urn", prior="oob").fit(Xtr, ytr)
+    prior = clf.prior_
+    votes = clf.member_votes(Xte)
+    l = len(clf.classes_)
+    full = halt(votes, FixedRule(T), n_classes=l).labels
+    n_test = len(yte)
+
+    def sweep(make, params):
+        members, disagree = [], []
+        for v in params:
+            res = halt(votes, make(v), n_classes=l)
+            members.append(float(res.n_queried.mean()))
+            disagree.append(int(np.sum(res.labels != full)))
+        return {"param": list(params), "members": members, "disagree": disagree}
+
+    rules = {
+        "FS": sweep(FixedRule, p["fs_grid"]),
+        "infinite": sweep(InfiniteRule, p["alpha_grid"]),
+        "urn": sweep(lambda a: UrnRule(T, a), p["alpha_grid"]),
+        "HYPER": sweep(lambda a: UrnRule(T, a, prior=prior), p["alpha_grid"]),
+        "margin": sweep(MarginRule, p["margin_grid"]),
+    }
+    opt = {"opt-unif": [_uniform_optimal(T, l, d) for d in p["delta_grid"]],
+           "opt-oob": [OptimalRule(T, d, prior=prior) for d in p["delta_grid"]]}
+    for name, built in opt.items():
+        rec = sweep(lambda d, b=dict(zip(p["delta_grid"], built)): b[d], p["delta_grid"])
+        rec["expected_members"] = [r.expected_members for r in built]
+        rec["expected_disagreement"] = [r.expected_disagreement for r in built]
+        rec["optimum_members"] = [r.optimum_members for r in built]
+        rules[name] = rec
+    # under the out-of-bag prior: HYPER against the optimum at HYPER's own expected disagreement
+    under = []
+    for a in p["prior_alphas"]:
+        n_u, d_u = policy_value(UrnRule(T, a, prior=prior), prior)
+        o = OptimalRule(T, d_u, prior=prior) if d_u > 0 else None
+        under.append({"alpha": a, "hyper_members": n_u, "hyper_disagreement": d_u,
+                      "optimum_members": None if o is None else o.optimum_members,
+                      "table_members": None if o is None else o.expected_members})
+    return {"n_train": int(len(ytr)), "n_test": int(n_test), "n_classes": int(l),
+            "error_full": 100.0 * float(np.mean(clf.classes_[full] != yte)),
+            "rules": rules, "under_prior": under}
+
+
+def check_result(res, p):
+    """Check a task's result against the schema :func:`run_task` writes (ValueError saying what is wrong)."""
+    from .runner import _keys, _need, _number, _numbers
+
+    T = p["T"]
+    _keys(res, {"n_train", "n_test", "n_classes", "error_full", "rules", "under_prior"}, "result")
+    _number(res["n_train"], "result.n_train", 1, float("inf"), integer=True)
+    n_test = _number(res["n_test"], "result.n_test", 1, float("inf"), integer=True)
+    _number(res["n_classes"], "result.n_classes", 2, 3, integer=True)
+    _number(res["error_full"], "result.error_full", 0, 100)
+    _keys(res["rules"], set(RULES), "result.rules")
+    grids = {"FS": "fs_grid", "infinite": "alpha_grid", "urn": "alpha_grid", "HYPER": "alpha_grid",
+             "opt-unif": "delta_grid", "opt-oob": "delta_grid", "margin": "margin_grid"}
+    for rule, grid in grids.items():
+        r, w, n = res["rules"][rule], f"result.rules.{rule}", len(p[grid])
+        extra = {"expected_members", "expected_disagreement", "optimum_members"} if rule.startswith("opt") else set()
+        _keys(r, {"param", "members", "disagree"} | extra, w)
+        _need(r["param"] == list(p[grid]), f"{w}.param", f"must be the profile's {grid}")
+        _numbers(r["members"], f"{w}.members", n, 1, T)
+        _numbers(r["disagree"], f"{w}.disagree", n, 0, n_test, integer=True)
+        if extra:
+            _numbers(r["expected_members"], f"{w}.expected_members", n, 1, T)
+            _numbers(r["optimum_members"], f"{w}.optimum_members", n, 1, T)
+            d = _numbers(r["expected_disagreement"], f"{w}.expected_disagreement", n, 0, 0.5)
+            _need(all(x <= b * (1 + 1e-9) for x, b in zip(d, p[grid])), f"{w}.expected_disagreement",
+                  "must not exceed the budget")
+    under = res["under_prior"]
+    _need(isinstance(under, list) and len(under) == len(p["prior_alphas"]), "result.under_prior",
+          f"must be a list of {len(p['prior_alphas'])} objects")
+    for i, (u, a) in enumerate(zip(under, p["prior_alphas"])):
+        w = f"result.under_prior[{i}]"
+        _keys(u, {"alpha", "hyper_members", "hyper_disagreement", "optimum_members", "table_members"}, w)
+        _need(u["alpha"] == a, f"{w}.alpha", f"must be {a}")
+        _number(u["hyper_members"], f"{w}.hyper_members", 1, T)
+        _number(u["hyper_disagreement"], f"{w}.hyper_disagreement", 0, 1)
+        for k in ("optimum_members", "table_members"):
+            if u[k] is not None:
+                _number(u[k], f"{w}.{k}", 1, T)
+
+
+# --------------------------------------------------------------------------
+# aggregation
+# --------------------------------------------------------------------------
+def curves(records):
+    """Per problem, rule and parameter: mean members and realized disagreement over the partitions.
+
+    ``disagree_pct`` pools the test rows of every partition (disagreements /
+    rows, in %); ``members_mean`` / ``members_std`` are over partitions.
+    """
+    rows = []
+    for dataset, recs in records.items():
+        n = np.array([r["n_test"] for r in recs], dtype=float)
+        for rule in RULES:
+            parts = [r["rules"][rule] for r in recs]
+            members = np.array([x["members"] for x in parts])
+            wrong = np.array([x["disagree"] for x in parts], dtype=float)
+            for j, v in enumerate(parts[0]["param"]):
+                row = {"problem": dataset, "rule": rule, "param": v,
+                       "members_mean": float(members[:, j].mean()),
+                       "members_std": float(members[:, j].std(ddof=1)) if len(recs) > 1 else np.nan,
+                       "disagree_pct": 100.0 * float(wrong[:, j].sum() / n.sum()),
+                       "n_realizations": len(recs)}
+                if "expected_members" in parts[0]:
+                    row["expected_members"] = float(np.mean([x["expected_members"][j] for x in parts]))
+                    row["expected_disagree_pct"] = 100.0 * float(np.mean(
+                        [x["expected_disagreement"][j] for x in parts]))
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def at_disagreement(records, target_pct, reference="opt-oob"):
+    """Each rule's members at a realized disagreement of ``target_pct`` %, with paired tests.
+
+    For each problem and rule the parameter is interpolated (linearly, between
+    the two grid values that bracket the target, in the order of increasing
+    members) so that the disagreement pooled over the partitions equals the
+    target; each partition's members are interpolated with the same weights.
+    The paired t-test across partitions compares every rule with
+    ``reference``.  Rules whose sweep does not bracket the target get NaN.
+    """
+    out = []
+    for dataset, recs in records.items():
+        n = np.array([r["n_test"] for r in recs], dtype=float)
+        per = {}
+        for rule in RULES:
+            parts = [r["rules"][rule] for r in recs]
+            members = np.array([x["members"] for x in parts])  # (partitions, params)
+            pooled = 100.0 * np.array([x["disagree"] for x in parts], dtype=float).sum(0) / n.sum()
+            order = np.argsort(members.mean(0), kind="stable")
+            m, d = members[:, order], pooled[order]
+            per[rule] = None
+            for j in range(len(order) - 1):
+                if d[j] > target_pct >= d[j + 1]:
+                    w = (d[j] - target_pct) / (d[j] - d[j + 1])
+                    per[rule] = (1 - w) * m[:, j] + w * m[:, j + 1]
+                    break
+        ref = per.get(reference)
+        for rule in RULES:
+            v = per[rule]
+            row = {"problem": dataset, "rule": rule, "target_pct": target_pct, "n_realizations": len(recs)}
+            if v is None:
+                row.update(members=np.nan, speedup=np.nan, ratio_to_reference=np.nan, pvalue=np.nan)
+            else:
+                row.update(members=float(v.mean()), speedup=float(recs[0]["params"]["T"] / v.mean())
+                           if "params" in recs[0] else np.nan)
+                if ref is not None and rule != reference:
+                    row["ratio_to_reference"] = float(v.mean() / ref.mean())
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", RuntimeWarning)
+                        row["pvalue"] = (float(stats.ttest_rel(v, ref).pvalue)
+                                         if len(v) > 1 and np.any(v != ref) else np.nan)
+                else:
+                    row.update(ratio_to_reference=1.0 if rule == reference else np.nan, pvalue=np.nan)
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def under_prior(records):
+    """HYPER and the optimum under each problem's out-of-bag prior, averaged over partitions."""
+    rows = []
+    for dataset, recs in records.items():
+        alphas = [u["alpha"] for u in recs[0]["under_prior"]]
+        for k, a in enumerate(alphas):
+            us = [r["under_prior"][k] for r in recs]
+            rows.append({"problem": dataset, "alpha": a,
+                         "hyper_members": float(np.mean([u["hyper_members"] for u in us])),
+                         "hyper_disagree_pct": 100.0 * float(np.mean([u["hyper_disagreement"] for u in us])),
+                         "optimum_members": float(np.mean([u["optimum_members"] for u in us])),
+                         "table_members": float(np.mean([u["table_members"] for u in us])),
+                         "n_realizations": len(recs)})
+    return pd.DataFrame(rows)
+
+
+def aggregate(records, target, write_csv):
+    """Write ``curves.csv``, ``at_disagreement.csv`` and ``under_prior.csv``; return the paths.
+
+    ``records``: the suite's task records (dicts as :func:`ensvote.runner.run_task`
+    returns them); ``write_csv(df, path)`` writes a table atomically.
+    """
+    by = {}
+    for r in records:
+        by.setdefault(r["dataset"], []).append({**r["result"], "params": r["params"]})
+    written = []
+    targets = sorted({*(records[0]["params"]["target_pcts"] if records else ())}, reverse=True)
+    tables = {"curves.csv": curves(by),
+              "at_disagreement.csv": pd.concat([at_disagreement(by, t) for t in targets]) if by else pd.DataFrame(),
+              "under_prior.csv": under_prior(by)}
+    for name, df in tables.items():
+        write_csv(df, target / name)
+        written.append(target / name)
+    return written

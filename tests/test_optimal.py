@@ -1,0 +1,417 @@
+"""The Bayes-optimal stopping policy: brute force on tiny ensembles, the urn rule, the engine, bad input."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import ensvote as ev
+from ensvote.optimal import MAX_T, OptimalRule, policy_value
+
+
+# ---------------------------------------------------------------- brute force
+def _sequences(T, l, prior):
+    """Every vote sequence of T members with its probability under the urn model and the prior.
+
+    An urn content K (probability prior[K]) gives each of its distinct orderings the
+    same probability; the final majority is argmax K (lowest index on ties).
+    """
+    support, probs = prior
+    weight = {tuple(int(v) for v in k): float(p) for k, p in zip(support, probs)}
+    seqs, w, final = [], [], []
+    for seq in itertools.product(range(l), repeat=T):
+        K = tuple(int(np.sum(np.array(seq) == c)) for c in range(l))
+        n_orders = math.factorial(T) // math.prod(math.factorial(k) for k in K)
+        seqs.append(seq)
+        w.append(weight.get(K, 0.0) / n_orders)
+        final.append(int(np.argmax(K)))
+    return np.array(seqs), np.array(w), np.array(final)
+
+
+def _brute_force(T, l, prior):
+    """(members, disagreement) of every deterministic policy over the vote vectors with 1..T-1 votes."""
+    states = [tuple(c) for s in range(1, T) for c in ev.compositions(s, l)]
+    index = {st: k for k, st in enumerate(states)}
+    seqs, w, final = _sequences(T, l, prior)
+    onehot = np.eye(l, dtype=int)[seqs]  # (n_seq, T, l)
+    counts = np.cumsum(onehot, axis=1)
+    path = np.array([[index[tuple(counts[q, s - 1])] for s in range(1, T)] for q in range(len(seqs))])
+    label = np.argmax(counts, axis=2)  # current majority after each vote
+    policies = (np.arange(2 ** len(states))[:, None] >> np.arange(len(states))) & 1
+    stop = policies[:, path].astype(bool)  # (n_pol, n_seq, T - 1)
+    stop = np.concatenate([stop, np.ones(stop.shape[:2] + (1,), dtype=bool)], axis=2)
+    at = np.argmax(stop, axis=2)  # index of the stop: members - 1
+    members = (at + 1) @ w
+    wrong = label[np.arange(len(seqs))[None, :], at] != final[None, :]
+    disagreement = wrong.astype(float) @ w
+    return policies.astype(bool), states, members, disagreement
+
+
+def _lower_hull_at(d, n, x):
+    """Lower convex envelope of the points (d, n) at abscissa x (the best randomised mixture)."""
+    pts = sorted(set(zip(np.round(d, 15), np.round(n, 15))))
+    hull = []
+    for p in pts:
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(p)
+    hx, hy = np.array(hull).T
+    # the budget is an upper bound: past the fewest-members point the envelope stays flat
+    cut = int(np.argmin(hy)) + 1
+    return float(np.interp(x, hx[:cut], hy[:cut]))
+
+
+def _priors(T, l):
+    rng = np.random.default_rng(ev.SEED)
+    sup, p = ev.uniform_prior(T, l) if l > 2 else ev.confidence.check_prior(ev.uniform_prior(T), T)
+    skew = rng.random(len(p)) ** 3
+    return {"uniform": (sup, p), "random": (sup, skew / skew.sum())}
+
+
+TINY = [(5, 2), (3, 3)]
+
+
+@pytest.fixture(scope="module", params=[(T, l, name) for T, l in TINY for name in ("uniform", "random")],
+                ids=lambda p: f"T{p[0]}-l{p[1]}-{p[2]}")
+def tiny(request):
+    T, l, name = request.param
+    prior = _priors(T, l)[name]
+    return T, l, prior, _brute_force(T, l, prior)
+
+
+@pytest.mark.parametrize("price", [0.0, 0.7, 3.0, 11.0, 250.0])
+def test_bellman_value_is_the_minimum_over_all_policies(tiny, price):
+    T, l, prior, (policies, states, members, disagreement) = tiny
+    rule = OptimalRule(T, price=price, prior=prior)
+    brute = members + price * disagreement
+    assert rule.expected_members + price * rule.expected_disagreement == pytest.approx(brute.min(), abs=1e-12)
+    # the tabulated decisions are one of the minimisers, evaluated independently
+    mine = np.array([bool(rule.stop(np.array(st))) for st in states])
+    k = int(np.flatnonzero((policies == mine).all(axis=1))[0])
+    assert brute[k] == pytest.approx(brute.min(), abs=1e-12)
+    assert members[k] == pytest.approx(rule.expected_members, abs=1e-12)
+    assert disagreement[k] == pytest.approx(rule.expected_disagreement, abs=1e-12)
+
+
+def test_budget_optimum_is_the_lower_convex_hull(tiny):
+    T, l, prior, (policies, states, members, disagreement) = tiny
+    lo, hi = disagreement.min(), min(disagreement.max(), 0.499)
+    for delta in np.linspace(lo, hi, 9)[1:-1]:
+        rule = OptimalRule(T, float(delta), prior=prior)
+        hull = _lower_hull_at(disagreement, members, delta)
+        assert rule.optimum_members == pytest.approx(hull, abs=1e-9)
+        # the tabulated policy is deterministic, feasible, and no better than the best deterministic one
+        assert rule.expected_disagreement <= delta + 1e-12
+        assert rule.expected_members >= members[disagreement <= delta + 1e-12].min() - 1e-12
+        assert rule.expected_members >= rule.optimum_members - 1e-12
+        if rule.boundary_state is not None:
+            p = rule.stop_probability(np.array(states))
+            assert np.sum((p > 0) & (p < 1)) == 1
+            assert 0.0 <= rule.boundary_stop_probability <= 1.0
+
+
+def test_policy_value_of_any_rule_matches_brute_force(tiny):
+    T, l, prior, (policies, states, members, disagreement) = tiny
+    for rule in (ev.UrnRule(T, 0.8, prior=prior), ev.ExactRule(T), ev.FixedRule(2), ev.InfiniteRule(0.7)):
+        mine = np.array([bool(rule.stop(np.array(st))) for st in states])
+        k = int(np.flatnonzero((policies == mine).all(axis=1))[0])
+        pv = policy_value(rule, prior)
+        assert pv.members == pytest.approx(members[k], abs=1e-12)
+        assert pv.disagreement == pytest.approx(disagreement[k], abs=1e-12)
+
+
+# ---------------------------------------------------------------- T = 101
+def _oob_like_prior(l, seed):
+    """A prior from simulated out-of-bag votes: most rows easy, some borderline (as a forest's are)."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    alpha = np.where(rng.random((n, 1)) < 0.8, 0.3, 3.0) * np.ones((1, l))
+    alpha[np.arange(n), rng.integers(0, l, n)] += 6.0
+    p = np.array([rng.dirichlet(a) for a in alpha])
+    oob = np.array([rng.multinomial(37, q) for q in p])
+    return ev.oob_prior(oob, 101)
+
+
+PRIORS_101 = {
+    "uniform-2": (None, 2), "uniform-3": (None, 3),
+    "oob-2": (_oob_like_prior(2, 1), 2), "oob-3": (_oob_like_prior(3, 2), 3),
+}
+
+
+@pytest.mark.parametrize("name", list(PRIORS_101))
+def test_optimal_never_needs_more_members_than_the_urn_rule(name):
+    prior, l = PRIORS_101[name]
+    for alpha in (0.99, 0.999):
+        urn = ev.UrnRule(101, alpha, prior=prior)
+        n_urn, d_urn = policy_value(urn, prior, n_classes=l)
+        opt = OptimalRule(101, d_urn, prior=prior, n_classes=l)
+        assert opt.optimum_members <= n_urn + 1e-9
+        assert opt.expected_disagreement <= d_urn * (1 + 1e-12)
+        assert opt.optimum_members <= opt.expected_members + 1e-12
+        # the budget is met: the tabulated rule leaves at most a sliver of it unused
+        assert opt.expected_disagreement >= 0.9 * d_urn
+
+
+def test_uniform_binary_threshold_rule_is_near_optimal_and_budget_monotone():
+    urn = ev.UrnRule(101, 0.99)
+    n_urn, d_urn = policy_value(urn, None)
+    assert n_urn == pytest.approx(ev.expected_queries(urn, ev.uniform_prior(101), method="exact"), abs=1e-9)
+    opt = OptimalRule(101, d_urn)
+    assert opt.optimum_members < n_urn  # strictly better, but by little
+    assert n_urn - opt.optimum_members < 0.02 * n_urn
+    budgets = [0.02, 0.01, d_urn, 0.003, 0.001]
+    need = [OptimalRule(101, d).optimum_members for d in budgets]
+    assert np.all(np.diff(need) > 0)  # a smaller budget always costs members
+
+
+def test_uniform_binary_policy_is_symmetric_and_stops_at_T():
+    rule = OptimalRule(101, 0.01)
+    tab = rule.table()
+    s = np.add.outer(np.arange(102), np.arange(102))
+    both = tab & tab.T
+    assert np.all(tab[s == 101])
+    assert not np.any(tab[s > 101]) and not tab[0, 0]
+    # symmetric except possibly at the one pair of vote vectors where the budget is filled
+    assert np.sum(tab != tab.T) <= 4
+    assert both.sum() > 0
+
+
+def test_halt_with_the_table_matches_policy_value_on_simulated_urns():
+    prior, l = PRIORS_101["oob-2"]
+    rule = OptimalRule(101, 0.01, prior=prior)
+    rng = np.random.default_rng(ev.SEED)
+    n = 40_000
+    k = rng.choice(102, size=n, p=prior)
+    votes = rng.permuted((np.arange(101)[None, :] >= k[:, None]).astype(np.int8), axis=1)
+    res = ev.halt(votes, rule)
+    full = (101 - k > k).astype(int)  # class 1 wins iff it has the majority of the urn
+    members = res.n_queried.astype(float)
+    wrong = (res.labels != full).astype(float)
+    assert members.mean() == pytest.approx(rule.expected_members, abs=4 * members.std() / math.sqrt(n))
+    assert wrong.mean() == pytest.approx(rule.expected_disagreement, abs=4 * math.sqrt(0.01 / n))
+    # the engine's look-up is the rule's own decision
+    counts = np.column_stack([np.arange(102), 101 - np.arange(102)])
+    assert np.array_equal(rule.stop(counts), np.ones(102, dtype=bool))
+
+
+def test_three_class_halt_uses_the_table():
+    rule = OptimalRule(31, 0.02, n_classes=3)
+    rng = np.random.default_rng(ev.SEED)
+    votes = rng.integers(0, 3, size=(500, 31))
+    res = ev.halt(votes, rule, n_classes=3)
+    cum = np.stack([np.cumsum(votes == c, axis=1) for c in range(3)], axis=2)
+    first = np.argmax(rule.stop(cum), axis=1)
+    assert np.array_equal(res.n_queried, first + 1)
+
+
+def test_build_is_deterministic():
+    a = OptimalRule(101, 0.005, prior=PRIORS_101["oob-2"][0])
+    from ensvote import optimal
+
+    optimal._MODELS.clear()
+    b = OptimalRule(101, 0.005, prior=PRIORS_101["oob-2"][0])
+    assert np.array_equal(a.table(), b.table()) and a.price == b.price
+    assert a.optimum_members == b.optimum_members
+
+
+def test_large_budget_stops_after_one_vote():
+    rule = OptimalRule(101, 0.45)
+    assert rule.expected_members == 1.0 and rule.price == 0.0
+    assert rule.expected_disagreement <= 0.45
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("bad", [0, 0.0, -0.01, 0.5, 0.7, 1.0, float("nan"), float("inf")])
+def test_bad_budget_value(bad):
+    with pytest.raises(ValueError, match="disagreement"):
+        OptimalRule(101, bad)
+
+
+@pytest.mark.parametrize("bad", ["0.01", True, [0.01], object()])
+def test_bad_budget_type(bad):
+    with pytest.raises(TypeError, match="disagreement"):
+        OptimalRule(101, bad)
+
+
+def test_unsupported_sizes_and_classes():
+    with pytest.raises(ValueError, match=f"T <= {MAX_T}"):
+        OptimalRule(MAX_T + 1, 0.01)
+    with pytest.raises(ValueError, match="2 or 3 classes"):
+        OptimalRule(11, 0.01, n_classes=4)
+    with pytest.raises(ValueError, match="2 or 3 classes"):
+        OptimalRule(5, 0.01, prior=ev.uniform_prior(5, 4))
+    with pytest.raises(ValueError, match="n_classes=3 but the prior is over 2"):
+        OptimalRule(5, 0.01, prior=ev.uniform_prior(5), n_classes=3)
+    with pytest.raises(ValueError, match="T <= 101"):
+        policy_value(ev.UrnRule(201, 0.99), None)
+
+
+def test_bad_price_and_both_modes():
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="price"):
+            OptimalRule(11, price=bad)
+    with pytest.raises(TypeError, match="price"):
+        OptimalRule(11, price="3")
+    with pytest.raises(ValueError, match="not both"):
+        OptimalRule(11, 0.01, price=3.0)
+
+
+def test_rule_refuses_other_ensembles_and_class_counts():
+    rule = OptimalRule(21, 0.01)
+    with pytest.raises(ValueError, match="T=21"):
+        ev.halt(np.zeros((3, 25), dtype=int), rule)
+    with pytest.raises(ValueError, match="built for 2 classes"):
+        ev.halt(np.zeros((3, 21), dtype=int), rule, n_classes=3)
+    with pytest.raises(TypeError, match="HaltingRule"):
+        policy_value("urn", None)
+
+
+# ---------------------------------------------------------------- budget mode
+@pytest.fixture(scope="module")
+def binary_data():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(900, 8, n_informative=4, flip_y=0.05, random_state=ev.SEED)
+    return X[:600], y[:600], X[600:], y[600:]
+
+
+def test_budget_mode_builds_the_optimal_rule_on_the_oob_prior(binary_data):
+    from sklearn.base import clone
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y, Xt, yt = binary_data
+    clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=0), rule="optimal", disagreement=0.01)
+    assert clone(clf).get_params()["disagreement"] == 0.01
+    clf.fit(X, y)
+    assert isinstance(clf.rule_, OptimalRule) and clf.rule_.disagreement == 0.01
+    assert np.array_equal(clf.prior_, ev.oob_prior(clf.oob_votes(X), 101))
+    assert clf.expected_members_ == clf.rule_.expected_members
+    assert clf.expected_disagreement_ == clf.rule_.expected_disagreement <= 0.01
+    assert 1 < clf.expected_members_ < 101
+    res = clf.halt(Xt)
+    assert np.array_equal(clf.predict(Xt), res.labels)
+    assert np.array_equal(res.n_queried, ev.halt(clf.member_votes(Xt), clf.rule_).n_queried)
+    # the other rules report no expectation; the uniform prior is available too
+    assert ev.HaltingClassifier(RandomForestClassifier(101, random_state=0)).fit(X, y).expected_members_ is None
+    uni = ev.HaltingClassifier(RandomForestClassifier(101, random_state=0), rule="optimal", disagreement=0.01,
+                               prior="uniform").fit(X, y)
+    assert uni.prior_ is None and uni.expected_members_ == pytest.approx(OptimalRule(101, 0.01).expected_members)
+
+
+def test_budget_mode_three_classes():
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = make_classification(600, 8, n_informative=5, n_classes=3, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(41, random_state=0), rule="optimal",
+                               disagreement=0.02).fit(X[:400], y[:400])
+    assert clf.rule_.n_classes == 3 and clf.expected_disagreement_ <= 0.02
+    assert np.mean(clf.predict(X[400:]) == y[400:]) > 0.6
+
+
+def test_budget_mode_bad_input(binary_data):
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y, _, _ = binary_data
+    rf = RandomForestClassifier(11, random_state=0)
+    with pytest.raises(ValueError, match="needs a budget"):
+        ev.HaltingClassifier(rf, rule="optimal").fit(X, y)
+    with pytest.raises(ValueError, match="takes confidence instead"):
+        ev.HaltingClassifier(rf, rule="urn", disagreement=0.01).fit(X, y)
+    for bad in (0.0, 0.5, float("nan"), -1):
+        with pytest.raises(ValueError, match="disagreement"):
+            ev.HaltingClassifier(rf, rule="optimal", disagreement=bad).fit(X, y)
+    with pytest.raises(TypeError, match="disagreement"):
+        ev.HaltingClassifier(rf, rule="optimal", disagreement="1%").fit(X, y)
+    with pytest.raises(ValueError, match="T <= 101"):
+        ev.HaltingClassifier(RandomForestClassifier(103, random_state=0), rule="optimal",
+                             disagreement=0.01).fit(X, y)
+    with pytest.raises(ValueError, match="2 or 3 classes"):
+        ev.HaltingClassifier(rf, rule="optimal", disagreement=0.01).fit(X, np.arange(len(y)) % 4)
+
+
+def test_budget_mode_out_of_sample_on_soto_problems():
+    """δ = 1 % on sonar, pima, votes and breast (one stratified 10-fold CV each, T = 101).
+
+    The budget holds in expectation under each fold's out-of-bag prior; on
+    held-out rows the disagreement pooled over the four problems stays within
+    δ + 0.3 percentage points.  (Per problem the folds hold a few hundred rows,
+    too few to resolve 0.3 points; the chapter *How far from optimal are the
+    threshold rules?* reports per-problem figures over ten partitions.)  Where
+    HYPER at α = 1 − δ disagrees on well under δ of the rows, the budget mode
+    queries fewer members.
+    """
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.model_selection import StratifiedKFold
+
+    from ensvote import datasets
+
+    delta, T = 0.01, 101
+    wrong, rows = 0, 0
+    for name in ("sonar", "pima", "votes", "breast"):
+        X, y = datasets.load(name)
+        opt_n, opt_w, hyp_n, hyp_w = [], [], [], []
+        folds = StratifiedKFold(10, shuffle=True, random_state=ev.SEED).split(X, y)
+        for k, (tr, te) in enumerate(folds):
+            clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED + k), rule="optimal",
+                                       disagreement=delta).fit(X[tr], y[tr])
+            assert clf.expected_disagreement_ <= delta
+            votes = clf.member_votes(X[te])
+            full = ev.halt(votes, ev.FixedRule(T), n_classes=2).labels
+            res = clf.halt(X[te])
+            assert np.array_equal(res.labels, clf.classes_[ev.halt(votes, clf.rule_, n_classes=2).labels])
+            hyp = ev.halt(votes, ev.UrnRule(T, 1 - delta, prior=clf.prior_), n_classes=2)
+            opt_n.append(res.n_queried)
+            opt_w.append(res.labels != clf.classes_[full])
+            hyp_n.append(hyp.n_queried)
+            hyp_w.append(hyp.labels != full)
+        opt_w, hyp_w = np.concatenate(opt_w), np.concatenate(hyp_w)
+        wrong += opt_w.sum()
+        rows += len(opt_w)
+        if hyp_w.mean() < delta / 2:
+            assert np.concatenate(opt_n).mean() < np.concatenate(hyp_n).mean(), name
+    assert wrong / rows <= delta + 0.003
+
+
+# ---------------------------------------------------------------- head to head
+def test_margin_rule_stops_at_the_lead():
+    from ensvote.headtohead import MarginRule
+
+    rule = MarginRule(3)
+    assert rule.stop(np.array([[3, 0], [4, 2], [5, 2], [0, 3]])).tolist() == [True, False, True, True]
+    assert rule.stop(np.array([[2, 5, 1], [4, 1, 2], [3, 3, 0]])).tolist() == [True, False, False]
+    votes = np.array([[0, 0, 1, 0, 0, 1, 1], [1, 0, 1, 0, 1, 0, 0]])
+    res = ev.halt(votes, rule)
+    assert res.n_queried.tolist() == [5, 7]
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        MarginRule(0)
+
+
+def test_headtohead_task_record_is_checked_and_aggregated(tmp_path):
+    from ensvote import headtohead, runner
+
+    rec = runner.run_task("headtohead", "smoke", "sonar", 0)
+    runner.check_record(rec, ("headtohead", "smoke", "sonar", 0))
+    res = rec["result"]
+    p = runner.SUITES["headtohead"].params["smoke"]
+    fs = res["rules"]["FS"]
+    assert fs["members"] == [float(n) for n in p["fs_grid"]] and fs["disagree"][-1] == 0
+    for name in ("opt-unif", "opt-oob"):
+        assert all(d <= b for d, b in zip(res["rules"][name]["expected_disagreement"], p["delta_grid"]))
+    hyper = {**res["rules"]["HYPER"], "members": [0.5] * 3}
+    bad = {**rec, "result": {**res, "rules": {**res["rules"], "HYPER": hyper}}}
+    with pytest.raises(ValueError, match="HYPER.members"):
+        runner.check_record(bad)
+    # interpolation at a realized disagreement: two partitions, one rule bracketing the target
+    recs = {"x": [{"n_test": 100, "rules": {r: {"param": [1, 2], "members": [10.0 + k, 20.0 + k],
+                                                  "disagree": [4, 0]} for r in headtohead.RULES},
+                   "params": {"T": 101}} for k in (0, 2)]}
+    t = headtohead.at_disagreement(recs, 1.0).set_index("rule")
+    # pooled disagreement 4 % -> 0 %: the target 1 % sits three quarters of the way
+    assert t.loc["HYPER", "members"] == pytest.approx(np.mean([17.5, 19.5]))
+    assert t.loc["opt-oob", "ratio_to_reference"] == 1.0 and np.isnan(t.loc["opt-oob", "pvalue"])
