@@ -15,22 +15,23 @@ import argparse
 import tempfile
 import time
 
-import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
-from ensvote import runner
+from ensvote import experiments
+from ensvote.experiments import hl2011
 
 
-def bare_fit(dataset, profile):
-    p = runner.SUITES["hl2011"].params[profile]
-    rng, seeds = runner._rng_and_ints(runner.task_seed("hl2011", dataset, 0), 4)
-    Xtr, ytr, Xte, _ = runner._split_holdout(dataset, rng, p["n_test_synthetic"])
+def bare_fit(dataset, profile, chunk=500):
+    """Fit and predict the task's forests with scikit-learn alone, seeded as the task seeds them."""
+    p = experiments.SUITES["hl2011"].params[profile]
+    rng, seeds = hl2011.seeds(dataset, 0)
+    Xtr, ytr, Xte, _ = hl2011.split(dataset, rng, p["n_test_synthetic"])
     t0 = time.perf_counter()
     for mf, s1, s2 in ((None, seeds[0], seeds[2]), ("sqrt", seeds[1], seeds[3])):
         RandomForestClassifier(p["T"], max_features=mf, random_state=s1, n_jobs=1).fit(Xtr, ytr).predict(Xte)
-        for c in range(0, p["proxy"], 500):
-            k = min(500, p["proxy"] - c)
-            RandomForestClassifier(k, max_features=mf, random_state=s2 + c, n_jobs=1).fit(Xtr, ytr).predict(Xte)
+        for c, s in enumerate(hl2011.proxy_seeds(s2, p["proxy"], chunk)):
+            k = min(chunk, p["proxy"] - c * chunk)
+            RandomForestClassifier(k, max_features=mf, random_state=s, n_jobs=1).fit(Xtr, ytr).predict(Xte)
     return time.perf_counter() - t0
 
 
@@ -40,7 +41,7 @@ def main():
     ap.add_argument("--dataset", default="pima")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    runner.run_task("hl2011", args.profile, args.dataset, 0)
+    experiments.run_task("hl2011", args.profile, args.dataset, 0)
     task = time.perf_counter() - t0
     bare = bare_fit(args.dataset, args.profile)
     print(f"hl2011/{args.profile}/{args.dataset}: runner task / bare scikit-learn fit+predict = "
@@ -49,7 +50,7 @@ def main():
     for n_jobs in (1, 2):
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
-            runner.run("soto2016", "book", out=out, datasets_=["sonar", "votes"], realizations="0:20",
+            experiments.run("soto2016", "book", out=out, datasets=["sonar", "votes"], realizations="0:20",
                        n_jobs=n_jobs, progress=False)
             times[n_jobs] = time.perf_counter() - t0
     print(f"soto2016 (40 tasks): speed-up with 2 workers over 1 = {times[1] / times[2]:.2f}x")

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/profile_hl2011.py [--proxy 1000] [--datasets pima,spam]
 
 Runs realization 0 of every problem of the ``hl2011`` suite through the real
-task function (``runner.run_task``) and splits its wall-clock time by timing
+task function (``ensvote.experiments.run_task``) and splits its wall-clock time by timing
 wrappers around the few calls that can matter:
 
 - ``fit T``: fitting the two 101-tree ensembles (bagging and random forest);
@@ -27,8 +27,8 @@ from collections import defaultdict
 
 from sklearn.ensemble import RandomForestClassifier
 
-import ensvote.runner as runner
-from ensvote import HaltingClassifier, datasets
+from ensvote import HaltingClassifier, datasets, experiments
+from ensvote.experiments import hl2011
 
 CLOCK = defaultdict(float)
 
@@ -47,7 +47,7 @@ def _timed(owner, name, key_of):
 
 
 def _kind(forest):
-    return "T" if forest.n_estimators == runner.SUITES["hl2011"].params["paper"]["T"] else "proxy"
+    return "T" if forest.n_estimators == experiments.SUITES["hl2011"].params["paper"]["T"] else "proxy"
 
 
 def main():
@@ -55,29 +55,29 @@ def main():
     ap.add_argument("--proxy", type=int, default=1000, help="proxy trees actually grown (default 1000)")
     ap.add_argument("--datasets", help="comma-separated subset (default: every available problem)")
     args = ap.parse_args()
-    params = runner.SUITES["hl2011"].params["paper"]
+    params = experiments.SUITES["hl2011"].params["paper"]
     full_proxy = params["proxy"]
     params["proxy"] = args.proxy  # this process only
     scale = full_proxy / args.proxy
 
     _timed(RandomForestClassifier, "fit", lambda self, *a: f"fit {_kind(self)}")
     _timed(HaltingClassifier, "member_votes", lambda self, *a: f"votes {_kind(self.estimator_)}")
-    _timed(runner, "halt", lambda *a: "halt")
+    _timed(hl2011, "halt", lambda *a: "halt")
 
-    names = args.datasets.split(",") if args.datasets else runner.SUITES["hl2011"].datasets
+    names = args.datasets.split(",") if args.datasets else experiments.SUITES["hl2011"].datasets
     cols = ("fit T", "fit proxy", "votes T", "votes proxy", "halt", "other")
     print(f"seconds per task, proxies scaled from {args.proxy} to {full_proxy} trees")
     print(f"{'problem':12s}" + "".join(f"{c:>12s}" for c in cols) + f"{'total':>10s}{'proxy %':>9s}")
     for name in names:
         try:
-            if name not in runner.SYNTHETIC:
+            if name not in experiments.SYNTHETIC:
                 datasets.load(name)
         except FileNotFoundError:
             print(f"{name:12s} not available")
             continue
         CLOCK.clear()
         t0 = time.perf_counter()
-        runner.run_task("hl2011", "paper", name, 0)
+        experiments.run_task("hl2011", "paper", name, 0)
         wall = time.perf_counter() - t0
         row = dict(CLOCK)
         row["other"] = wall - sum(row.values())

@@ -14,10 +14,14 @@ plus the engine :func:`halt`, the rules :class:`ExactRule` and
 :class:`FixedRule`, the Bayes-optimal policy for a disagreement budget
 :class:`OptimalRule` (with :func:`policy_value`), and the scikit-learn
 meta-estimator :class:`HaltingClassifier`.
+
+``import ensvote`` stays light: scikit-learn (which loads pandas when it is
+installed) is imported on first use of :class:`HaltingClassifier`; the
+experiments (:mod:`ensvote.experiments`, pandas, joblib, tqdm, Dask) and the
+datasets (:mod:`ensvote.datasets`) are imported only when asked for.
 """
 
 from ._utils import SEED
-from .classifier import HaltingClassifier
 from .confidence import (
     compositions,
     current_majority,
@@ -27,11 +31,25 @@ from .confidence import (
     uniform_prior,
 )
 from .engine import HaltResult, halt
+from .expected import expected_queries
 from .optimal import OptimalRule, policy_value
-from .priors import expected_queries, oob_prior
+from .priors import oob_prior
 from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, UrnRule
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "HaltingClassifier":  # scikit-learn (and with it pandas) only when the classifier is used
+        from .classifier import HaltingClassifier
+
+        return HaltingClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"HaltingClassifier"})
+
 
 __all__ = [
     "SEED",

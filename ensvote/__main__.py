@@ -18,7 +18,7 @@ import sys
 import warnings
 
 from . import datasets
-from .runner import PROFILES, SUITES, IncompleteRecordsError, aggregate, run
+from .experiments import PROFILES, SUITES, IncompleteRecordsError, aggregate, run
 
 #: Options whose value may start with "-" (e.g. ``--realizations -1:1``), which
 #: argparse would otherwise take for an option and answer "expected one argument".
@@ -85,7 +85,7 @@ def main(argv=None):
         try:
             if args.command == "run":
                 summary = run(args.suite, args.profile, out=args.out,
-                              datasets_=_dataset_list(args.datasets, args.suite),
+                              datasets=_dataset_list(args.datasets, args.suite),
                               realizations=args.realizations, n_jobs=args.n_jobs, scheduler=args.scheduler)
                 print(f"{args.suite}/{args.profile}: {summary['run']} task(s) run, {summary['skipped']} skipped "
                       f"(already done), {summary['adopted']} adopted from a profile with the same parameters, "

@@ -74,6 +74,7 @@ import numpy as np
 import pandas as pd
 
 from ._utils import check_random_state
+from ._validation import check_positive_int
 
 __all__ = [
     "load", "catalog", "ChecksumError", "DEFAULT_N_SAMPLES", "MAX_N_SAMPLES", "make_twonorm",
@@ -112,17 +113,9 @@ class ChecksumError(RuntimeError):
 # synthetic generators
 # --------------------------------------------------------------------------
 def _check_n(n_samples):
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
-        raise TypeError(f"n_samples must be a positive int, got {type(n_samples).__name__} "
-                        f"{n_samples!r}")
-    n_samples = int(n_samples)
-    if n_samples <= 0:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples}")
-    if n_samples > MAX_N_SAMPLES:
-        raise ValueError(f"n_samples must be <= MAX_N_SAMPLES = {MAX_N_SAMPLES:_}, got "
-                         f"{n_samples:_}; draw larger samples in several calls with one "
-                         "numpy.random.Generator")
-    return n_samples
+    return check_positive_int(n_samples, name="n_samples", maximum=MAX_N_SAMPLES,
+                              why="MAX_N_SAMPLES; draw larger samples in several calls with one "
+                                  "numpy.random.Generator")
 
 
 def _check_real(value, name, low, high, *, low_open=False):

@@ -305,11 +305,8 @@ def urn_confidence_bound(counts, T, prior=None):
     ndarray of float, shape (...)
         ``max(0, 1 - sum_j P(E_j))``.
     """
-    t = check_counts(counts)
     T = check_positive_int(T, name="T")
-    s = t.sum(axis=-1)
-    if np.any(s > T):
-        raise ValueError(f"counts sum to {int(s.max())}, more than the ensemble size T={T}")
+    t = check_counts(counts, max_sum=T, max_sum_desc=f"the ensemble size T={T}")
     return pair_table(T, t.shape[-1], prior).confidence(t)
 
 
@@ -371,11 +368,8 @@ def urn_confidence_exact(counts, T):
     -------
     ndarray of float, shape (...)
     """
-    t = check_counts(counts)
     T = check_positive_int(T, name="T")
-    s = t.sum(axis=-1)
-    if np.any(s > T):
-        raise ValueError(f"counts sum to {int(s.max())}, more than the ensemble size T={T}")
+    t = check_counts(counts, max_sum=T, max_sum_desc=f"the ensemble size T={T}")
     flat = t.reshape(-1, t.shape[-1])
     out = np.array([_exact_one(row, T) for row in flat])
     return out.reshape(t.shape[:-1])

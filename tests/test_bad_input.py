@@ -225,7 +225,7 @@ def test_expected_queries_bad_rule_and_samples():
         ev.expected_queries("urn", ev.uniform_prior(10))
     with pytest.raises(ValueError, match="n_samples must be >= 1"):
         ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10), n_samples=0)
-    with pytest.raises(ValueError, match="built for T=12"):
+    with pytest.raises(ValueError, match="prior must be over the rule's ensemble size T=12: .*length T\\+1=13"):
         ev.expected_queries(ev.UrnRule(12), ev.uniform_prior(10))
 
 

@@ -1,10 +1,10 @@
-"""runner.compare_with_published: the "ours beside published" tables of the experiment chapters."""
+"""experiments.compare_with_published: the "ours beside published" tables of the experiment chapters."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from ensvote import runner
+from ensvote import experiments
 
 
 def _ours():
@@ -26,7 +26,7 @@ def _pub():
 
 
 def test_every_kind_of_cell():
-    table, _, _ = runner.compare_with_published(_ours(), _pub(), {"err": "error %"}, unavailable=["d"],
+    table, _, _ = experiments.compare_with_published(_ours(), _pub(), {"err": "error %"}, unavailable=["d"],
                                                 not_in_published="no row")
     assert list(table.columns) == [("error %", "ours"), ("error %", "published"), ("error %", "Δ")]
     assert table.index.equals(_ours().index)
@@ -35,14 +35,14 @@ def test_every_kind_of_cell():
     assert table.loc["c"].tolist() == ["not run", "4.0±1.0", "—"]
     assert table.loc["d"].tolist() == ["unavailable offline", "6.0±1.5", "—"]
     assert table.loc["e"].tolist() == ["5.00±0.50", "no row", "—"]
-    default, _, _ = runner.compare_with_published(_ours(), _pub(), ["err"])
+    default, _, _ = experiments.compare_with_published(_ours(), _pub(), ["err"])
     assert default.loc["e", ("err", "published")] == "not in our copy" and default.loc["d", ("err", "ours")] == "not run"
 
 
 def test_flags_and_deltas():
     ours = _ours()
     ours.loc["a", "trees_hyper_mean"] = 8.0  # exactly one published std (0.5) below 8.5: within
-    _, within, delta = runner.compare_with_published(ours, _pub(), ["err", "trees_hyper"])
+    _, within, delta = experiments.compare_with_published(ours, _pub(), ["err", "trees_hyper"])
     assert list(within.columns) == list(delta.columns) == ["err", "trees_hyper"]
     assert str(within["err"].dtype) == "boolean"
     assert within["err"].tolist() == [True, False, pd.NA, pd.NA, pd.NA]
@@ -52,53 +52,53 @@ def test_flags_and_deltas():
 
 
 def test_significance_star_from_pvalue_column_or_mapping():
-    every, _, _ = runner.compare_with_published(_ours(), _pub(), ["err", "trees_hyper"], pvalue="p")
+    every, _, _ = experiments.compare_with_published(_ours(), _pub(), ["err", "trees_hyper"], pvalue="p")
     assert every.loc["a", ("err", "ours")] == "1.04±0.10*" and every.loc["a", ("trees_hyper", "ours")] == "8.00±1.00*"
     assert every.loc["b", ("err", "ours")] == "3.00±–"  # p = 0.2
     assert every.loc["c", ("err", "ours")] == "not run"  # p is NaN
-    some, _, _ = runner.compare_with_published(_ours(), _pub(), ["err", "trees_hyper"], pvalue={"trees_hyper": "p"})
+    some, _, _ = experiments.compare_with_published(_ours(), _pub(), ["err", "trees_hyper"], pvalue={"trees_hyper": "p"})
     assert some.loc["a", ("err", "ours")] == "1.04±0.10" and some.loc["e", ("trees_hyper", "ours")] == "7.00±0.25*"
 
 
 def test_decimals_and_n_column():
-    table, _, _ = runner.compare_with_published(_ours(), _pub(), {"trees_hyper": "HYPER"}, decimals=1, show_n=True)
+    table, _, _ = experiments.compare_with_published(_ours(), _pub(), {"trees_hyper": "HYPER"}, decimals=1, show_n=True)
     assert table.loc["b"].tolist() == ["9.2±0.5", "9.0±0.1", "+0.2 ✗", 1]  # 9.25 rounds half to even
     assert table[("N", "")].tolist() == [10, 1, 0, 0, 4]
 
 
 def test_missing_columns_are_named():
     with pytest.raises(ValueError, match=r"ours lacks the columns \['err_std', 'n_realizations'\]"):
-        runner.compare_with_published(_ours().drop(columns=["err_std", "n_realizations"]), _pub(), ["err"])
+        experiments.compare_with_published(_ours().drop(columns=["err_std", "n_realizations"]), _pub(), ["err"])
     with pytest.raises(ValueError, match=r"published lacks the columns \['trees_hyper_mean'\]"):
-        runner.compare_with_published(_ours(), _pub().drop(columns="trees_hyper_mean"), ["err", "trees_hyper"])
+        experiments.compare_with_published(_ours(), _pub().drop(columns="trees_hyper_mean"), ["err", "trees_hyper"])
     with pytest.raises(ValueError, match=r"ours lacks the columns \['pvalue_x'\]"):
-        runner.compare_with_published(_ours(), _pub(), ["err"], pvalue="pvalue_x")
+        experiments.compare_with_published(_ours(), _pub(), ["err"], pvalue="pvalue_x")
 
 
 def test_pvalue_for_a_quantity_not_compared():
     with pytest.raises(ValueError, match=r"not compared: \['trees_hyper'\]"):
-        runner.compare_with_published(_ours(), _pub(), ["err"], pvalue={"trees_hyper": "p"})
+        experiments.compare_with_published(_ours(), _pub(), ["err"], pvalue={"trees_hyper": "p"})
 
 
 def test_no_quantities():
     with pytest.raises(ValueError, match="no quantities"):
-        runner.compare_with_published(_ours(), _pub(), {})
+        experiments.compare_with_published(_ours(), _pub(), {})
 
 
 def test_duplicate_problems():
     pub = pd.concat([_pub(), _pub().iloc[:1]])
     with pytest.raises(ValueError, match=r"published has duplicate problems: \['a'\]"):
-        runner.compare_with_published(_ours(), pub, ["err"])
+        experiments.compare_with_published(_ours(), pub, ["err"])
 
 
 def test_negative_decimals():
     with pytest.raises(ValueError, match="decimals"):
-        runner.compare_with_published(_ours(), _pub(), ["err"], decimals=-1)
+        experiments.compare_with_published(_ours(), _pub(), ["err"], decimals=-1)
 
 
 def test_not_dataframes():
     with pytest.raises(TypeError, match="DataFrames"):
-        runner.compare_with_published(_ours().to_dict(), _pub(), ["err"])
+        experiments.compare_with_published(_ours().to_dict(), _pub(), ["err"])
 
 
 def _one(mean, std, pub_mean, pub_std, n=100):
@@ -109,28 +109,28 @@ def _one(mean, std, pub_mean, pub_std, n=100):
 
 def test_the_rounding_of_the_printed_values_is_allowed_for():
     # printed 51.0±0.0: the true mean and std are only known to ±0.05 each, so 51.01 is within one std
-    table, within, delta = runner.compare_with_published(*_one(51.01, 0.1, "51.0", "0.0"), ["x"], decimals=1)
+    table, within, delta = experiments.compare_with_published(*_one(51.01, 0.1, "51.0", "0.0"), ["x"], decimals=1)
     assert table.loc["p", ("x", "Δ")] == "+0.0 ✓" and bool(within.loc["p", "x"])
     np.testing.assert_allclose(delta.loc["p", "x"], 0.01)
     # the tolerance is half a unit of each printed value's last digit: 0.05 + 0.05 here, 0.005 + 0.005 below
-    assert bool(runner.compare_with_published(*_one(51.1, 0.1, "51.0", "0.0"), ["x"])[1].loc["p", "x"])
-    assert not runner.compare_with_published(*_one(51.11, 0.1, "51.0", "0.0"), ["x"])[1].loc["p", "x"]
-    assert not runner.compare_with_published(*_one(1.061, 0.1, "1.05", "0.00"), ["x"])[1].loc["p", "x"]
-    assert runner.compare_with_published(*_one(2.6, 0.1, "2", "0.1"), ["x"])[1].loc["p", "x"]  # integer: ±0.5
+    assert bool(experiments.compare_with_published(*_one(51.1, 0.1, "51.0", "0.0"), ["x"])[1].loc["p", "x"])
+    assert not experiments.compare_with_published(*_one(51.11, 0.1, "51.0", "0.0"), ["x"])[1].loc["p", "x"]
+    assert not experiments.compare_with_published(*_one(1.061, 0.1, "1.05", "0.00"), ["x"])[1].loc["p", "x"]
+    assert experiments.compare_with_published(*_one(2.6, 0.1, "2", "0.1"), ["x"])[1].loc["p", "x"]  # integer: ±0.5
 
 
 def test_delta_has_at_least_the_published_decimals_so_no_zero_is_flagged():
     # decimals=1 would print +0.0 for a Δ of 0.04 that is outside a printed std of 0.00
-    table, within, _ = runner.compare_with_published(*_one(1.09, 0.1, "1.05", "0.00"), ["x"], decimals=1)
+    table, within, _ = experiments.compare_with_published(*_one(1.09, 0.1, "1.05", "0.00"), ["x"], decimals=1)
     assert table.loc["p", ("x", "Δ")] == "+0.04 ✗" and not within.loc["p", "x"]
     for mean in np.linspace(0.9, 1.2, 61):  # no Δ that reads as zero carries ✗, whatever the decimals
         for dec in (0, 1, 2):
-            cell = runner.compare_with_published(*_one(mean, 0.1, "1.05", "0.00"), ["x"], decimals=dec)[0].loc["p", ("x", "Δ")]
+            cell = experiments.compare_with_published(*_one(mean, 0.1, "1.05", "0.00"), ["x"], decimals=dec)[0].loc["p", ("x", "Δ")]
             assert not (float(cell.split()[0]) == 0 and cell.endswith("✗")), (mean, dec, cell)
 
 
 def test_without_delta_the_flag_goes_on_our_cell():
-    table, within, _ = runner.compare_with_published(_ours(), _pub(), {"err": "error %"}, pvalue="p",
+    table, within, _ = experiments.compare_with_published(_ours(), _pub(), {"err": "error %"}, pvalue="p",
                                                      unavailable=["d"], delta=False, show_n=True)
     assert list(table.columns) == [("error %", "ours"), ("error %", "published"), ("N", "")]
     assert table.loc["a"].tolist() == ["1.04±0.10* ✓", "1.0±0.2", 10]
@@ -142,4 +142,4 @@ def test_without_delta_the_flag_goes_on_our_cell():
 
 def test_delta_must_be_a_bool():
     with pytest.raises(TypeError, match="delta"):
-        runner.compare_with_published(_ours(), _pub(), ["err"], delta="no")
+        experiments.compare_with_published(_ours(), _pub(), ["err"], delta="no")

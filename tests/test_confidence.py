@@ -1,4 +1,5 @@
-"""Seed 000 Eq. 6-8 and seed 002 Eq. 3: values, identities, numerics against mpmath."""
+"""Hernández-Lobato, Martínez-Muñoz & Suárez (2011) Eq. 6-8 and Soto, Suárez & Martínez-Muñoz (2016) Eq. 3:
+values, identities, numerics against mpmath."""
 
 import itertools
 
@@ -16,7 +17,7 @@ counts2 = st.tuples(st.integers(0, 60), st.integers(0, 60))
 countsl = st.lists(st.integers(0, 12), min_size=3, max_size=5)
 
 
-# ---------------------------------------------------------------- seed 000
+# ------------------------------------------- Hernández-Lobato et al. (2011)
 def test_eq7_closed_form_small_cases():
     # P(p1 > p2 | t) for a Beta(t1+1, t2+1) posterior, by exact rational integration
     for t1, t2 in [(3, 1), (5, 0), (2, 2), (10, 7)]:
@@ -106,7 +107,7 @@ def test_vectorised_over_leading_axes():
     assert w[0, 3] == pytest.approx(ev.finite_confidence(t[0, 3], 200))
 
 
-# ---------------------------------------------------------------- seed 002
+# ------------------------------------------------------- Soto et al. (2016)
 def _eq3_mpmath(t, T, prior=None):
     """Eq. 3 by brute force over all urn contents, exact rationals via mpmath."""
     l = len(t)

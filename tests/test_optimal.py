@@ -380,7 +380,7 @@ def test_budget_mode_out_of_sample_on_soto_problems():
 
 # ---------------------------------------------------------------- head to head
 def test_margin_rule_stops_at_the_lead():
-    from ensvote.headtohead import MarginRule
+    from ensvote.experiments import MarginRule
 
     rule = MarginRule(3)
     assert rule.stop(np.array([[3, 0], [4, 2], [5, 2], [0, 3]])).tolist() == [True, False, True, True]
@@ -393,12 +393,13 @@ def test_margin_rule_stops_at_the_lead():
 
 
 def test_headtohead_task_record_is_checked_and_aggregated(tmp_path):
-    from ensvote import headtohead, runner
+    from ensvote import experiments
+    from ensvote.experiments import headtohead
 
-    rec = runner.run_task("headtohead", "smoke", "sonar", 0)
-    runner.check_record(rec, ("headtohead", "smoke", "sonar", 0))
+    rec = experiments.run_task("headtohead", "smoke", "sonar", 0)
+    experiments.check_record(rec, ("headtohead", "smoke", "sonar", 0))
     res = rec["result"]
-    p = runner.SUITES["headtohead"].params["smoke"]
+    p = experiments.SUITES["headtohead"].params["smoke"]
     fs = res["rules"]["FS"]
     assert fs["members"] == [float(n) for n in p["fs_grid"]] and fs["disagree"][-1] == 0
     for name in ("opt-unif", "opt-oob"):
@@ -406,7 +407,7 @@ def test_headtohead_task_record_is_checked_and_aggregated(tmp_path):
     hyper = {**res["rules"]["HYPER"], "members": [0.5] * 3}
     bad = {**rec, "result": {**res, "rules": {**res["rules"], "HYPER": hyper}}}
     with pytest.raises(ValueError, match="HYPER.members"):
-        runner.check_record(bad)
+        experiments.check_record(bad)
     # interpolation at a realized disagreement: two partitions, one rule bracketing the target
     recs = {"x": [{"n_test": 100, "rules": {r: {"param": [1, 2], "members": [10.0 + k, 20.0 + k],
                                                   "disagree": [4, 0]} for r in headtohead.RULES},

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ensvote import runner
+from ensvote import experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE, PROFILE = "soto2016", "smoke"
@@ -32,7 +32,7 @@ TARGET = ("sonar", 1)
 
 
 def _canonical(obj):
-    """A record file as the runner writes it, for any JSON value."""
+    """A record file as the experiments write it, for any JSON value."""
     return gzip.compress(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode(), mtime=0)
 
 
@@ -40,9 +40,9 @@ def _canonical(obj):
 def good(tmp_path_factory):
     """A complete soto2016/smoke record set (computed once): its directory, record bytes and tables."""
     out = tmp_path_factory.mktemp("good")
-    runner.run(SUITE, PROFILE, out=out, progress=False)
-    files = {t: runner.record_path(out, SUITE, PROFILE, *t).read_bytes() for t in TASKS}
-    tables = {p.name: p.read_bytes() for p in runner.aggregate(SUITE, PROFILE, out=out)}
+    experiments.run(SUITE, PROFILE, out=out, progress=False)
+    files = {t: experiments.record_path(out, SUITE, PROFILE, *t).read_bytes() for t in TASKS}
+    tables = {p.name: p.read_bytes() for p in experiments.aggregate(SUITE, PROFILE, out=out)}
     return out, files, tables
 
 
@@ -52,7 +52,7 @@ def _copy(good, dest):
 
 
 def _fake_run_task(good, calls):
-    """run_task returning the known record: recomputation is deterministic (checked in test_runner.py)."""
+    """run_task returning the known record: recomputation is deterministic (checked in test_experiments.py)."""
     recs = {t: json.loads(gzip.decompress(b)) for t, b in good[1].items()}
 
     def fake(suite, profile, dataset, r):
@@ -80,7 +80,7 @@ def _set(path_keys, value):
     return change
 
 
-BOOK = runner.SUITES[SUITE].params["book"]
+BOOK = experiments.SUITES[SUITE].params["book"]
 CORRUPTIONS = {
     "truncated": lambda g: g[1][TARGET][: len(g[1][TARGET]) // 2],
     "emptied": lambda g: b"",
@@ -111,7 +111,7 @@ CORRUPTIONS = {
 
 
 def _corrupt(out, name, good):
-    path = runner.record_path(out, SUITE, PROFILE, *TARGET)
+    path = experiments.record_path(out, SUITE, PROFILE, *TARGET)
     path.unlink()
     if name == "directory":
         path.mkdir()
@@ -127,44 +127,44 @@ def test_a_bad_record_is_reported_by_path_and_redone(name, good, tmp_path, monke
     path = _corrupt(out, name, good)
     content = None if path.is_dir() else path.read_bytes()
 
-    with pytest.raises(runner.RecordError, match=f"bad record {path}: ") as info:
-        runner.read_record(path)
+    with pytest.raises(experiments.RecordError, match=f"bad record {path}: ") as info:
+        experiments.read_record(path)
     assert info.value.path == path
-    with pytest.raises(runner.RecordSetError, match=f"1 bad record\\(s\\) .*{path}"):
-        runner.aggregate(SUITE, PROFILE, out=out)
+    with pytest.raises(experiments.RecordSetError, match=f"1 bad record\\(s\\) .*{path}"):
+        experiments.aggregate(SUITE, PROFILE, out=out)
 
     calls = []
-    monkeypatch.setattr(runner, "run_task", _fake_run_task(good, calls))
-    with pytest.warns(runner.RecordWarning, match=f"bad record {path}: .*moved to r001.json.gz.bad"):
-        s = runner.run(SUITE, PROFILE, out=out, progress=False)
+    monkeypatch.setattr(experiments.schedule, "run_task", _fake_run_task(good, calls))
+    with pytest.warns(experiments.RecordWarning, match=f"bad record {path}: .*moved to r001.json.gz.bad"):
+        s = experiments.run(SUITE, PROFILE, out=out, progress=False)
     assert (s["run"], s["skipped"], s["bad_records"]) == (1, 3, [path])
     assert calls == [TARGET]
     assert path.read_bytes() == good[1][TARGET]  # redone: the very record a clean run writes
     aside = path.with_name(path.name + ".bad")  # the evidence is kept, not deleted
     assert aside.is_dir() if content is None else aside.read_bytes() == content
-    written = runner.aggregate(SUITE, PROFILE, out=out)
+    written = experiments.aggregate(SUITE, PROFILE, out=out)
     assert {p.name: p.read_bytes() for p in written} == good[2]
-    again = runner.run(SUITE, PROFILE, out=out, progress=False)
+    again = experiments.run(SUITE, PROFILE, out=out, progress=False)
     assert (again["run"], again["bad_records"]) == (0, [])
 
 
 def test_a_record_is_its_content_not_its_gzip_header(good, tmp_path):
     # another mtime or OS byte in the gzip header (e.g. gzip.compress writes OS=3) changes no content
     out = _copy(good, tmp_path)
-    path = runner.record_path(out, SUITE, PROFILE, *TARGET)
+    path = experiments.record_path(out, SUITE, PROFILE, *TARGET)
     path.write_bytes(_canonical(_rec(good)))
     assert path.read_bytes()[:10] != good[1][TARGET][:10]
-    assert runner.read_record(path) == _rec(good)
-    assert runner.run(SUITE, PROFILE, out=out, progress=False)["bad_records"] == []
+    assert experiments.read_record(path) == _rec(good)
+    assert experiments.run(SUITE, PROFILE, out=out, progress=False)["bad_records"] == []
 
 
 def test_a_second_bad_copy_does_not_overwrite_the_first(good, tmp_path, monkeypatch):
     out = _copy(good, tmp_path)
-    monkeypatch.setattr(runner, "run_task", _fake_run_task(good, []))
+    monkeypatch.setattr(experiments.schedule, "run_task", _fake_run_task(good, []))
     for i, name in enumerate(("garbage", "emptied")):
         path = _corrupt(out, name, good)
-        with pytest.warns(runner.RecordWarning, match=f"r001.json.gz.bad{i or ''} and computed"):
-            runner.run(SUITE, PROFILE, out=out, progress=False)
+        with pytest.warns(experiments.RecordWarning, match=f"r001.json.gz.bad{i or ''} and computed"):
+            experiments.run(SUITE, PROFILE, out=out, progress=False)
     assert path.with_name("r001.json.gz.bad").read_bytes() == CORRUPTIONS["garbage"](good)
     assert path.with_name("r001.json.gz.bad1").read_bytes() == b""
 
@@ -255,23 +255,23 @@ def test_random_corruptions_are_always_detected_and_redone(good, target_bytes, d
         same_content = False
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         out = _copy(good, Path(tmp))
-        path = runner.record_path(out, SUITE, PROFILE, *TARGET)
+        path = experiments.record_path(out, SUITE, PROFILE, *TARGET)
         path.write_bytes(bad)
         calls = []
-        mp.setattr(runner, "run_task", _fake_run_task(good, calls))
+        mp.setattr(experiments.schedule, "run_task", _fake_run_task(good, calls))
         try:
-            runner.read_record(path)
+            experiments.read_record(path)
             flagged = False
-        except runner.RecordError:
+        except experiments.RecordError:
             flagged = True
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", runner.RecordWarning)
-            s = runner.run(SUITE, PROFILE, out=out, progress=False)
+            warnings.simplefilter("ignore", experiments.RecordWarning)
+            s = experiments.run(SUITE, PROFILE, out=out, progress=False)
         # a corruption is detected and redone unless it left the decoded record exactly as it was
         # (only possible in the unused padding bits of the deflate stream)
         assert flagged or same_content
         assert (s["bad_records"] == [path]) == flagged and (calls == [TARGET]) == flagged
-        assert runner.read_record(path) == rec
+        assert experiments.read_record(path) == rec
         if flagged:
             assert path.read_bytes() == raw and path.with_name(path.name + ".bad").read_bytes() == bad
 
@@ -285,8 +285,8 @@ def test_every_record_under_results_is_valid():
     bad = []
     for p in paths:
         try:
-            runner.read_record(p)
-        except runner.RecordError as exc:
+            experiments.read_record(p)
+        except experiments.RecordError as exc:
             bad.append(str(exc))
     assert not bad, bad[:5]
 
@@ -324,32 +324,34 @@ def test_cli_reports_redoes_and_refuses_bad_records(good, tmp_path):
 def test_adoption_checks_the_source_record(good, tmp_path, monkeypatch):
     # a `book` record of sonar r001 (book and paper share one parameter set)
     rec = {**_rec(good), "profile": "book", "params": BOOK}
-    src = runner.record_path(tmp_path, SUITE, "book", *TARGET)
+    src = experiments.record_path(tmp_path, SUITE, "book", *TARGET)
     src.parent.mkdir(parents=True)
     src.write_bytes(_canonical(rec))
-    monkeypatch.setattr(runner, "run_task", lambda *a: pytest.fail("computed instead of adopted"))
-    s = runner.run(SUITE, "paper", out=tmp_path, datasets_=["sonar"], realizations="1:2", progress=False)
+    monkeypatch.setattr(experiments.schedule, "run_task", lambda *a: pytest.fail("computed instead of adopted"))
+    s = experiments.run(SUITE, "paper", out=tmp_path, datasets=["sonar"], realizations="1:2", progress=False)
     assert (s["adopted"], s["run"]) == (1, 0)
-    assert runner.read_record(runner.record_path(tmp_path, SUITE, "paper", *TARGET)) == {**rec, "profile": "paper"}
+    path = experiments.record_path(tmp_path, SUITE, "paper", *TARGET)
+    assert experiments.read_record(path) == {**rec, "profile": "paper"}
 
     bad_rec = {**rec, "result": {**rec["result"], "error_rf": -3.0}}
     src.write_bytes(_canonical(bad_rec))
-    runner.record_path(tmp_path, SUITE, "paper", *TARGET).unlink()
+    experiments.record_path(tmp_path, SUITE, "paper", *TARGET).unlink()
     calls = []
     fake = _fake_run_task(good, calls)
-    monkeypatch.setattr(runner, "run_task", lambda s_, p_, d, r: {**fake(s_, "book", d, r), "profile": p_,
+    monkeypatch.setattr(experiments.schedule, "run_task", lambda s_, p_, d, r: {**fake(s_, "book", d, r), "profile": p_,
                                                                   "params": BOOK})
-    with pytest.warns(runner.RecordWarning, match=f"bad record {src}: .*error_rf.*not adopted into profile 'paper'"):
-        s = runner.run(SUITE, "paper", out=tmp_path, datasets_=["sonar"], realizations="1:2", progress=False)
+    with pytest.warns(experiments.RecordWarning,
+                      match=f"bad record {src}: .*error_rf.*not adopted into profile 'paper'"):
+        s = experiments.run(SUITE, "paper", out=tmp_path, datasets=["sonar"], realizations="1:2", progress=False)
     assert (s["adopted"], s["run"]) == (0, 1) and calls == [TARGET]
     assert src.read_bytes() == _canonical(bad_rec)  # the other profile's record is left as it was
 
 
 def test_run_refuses_to_write_a_record_that_would_not_be_read_back(good, tmp_path, monkeypatch):
     fake = _fake_run_task(good, [])
-    monkeypatch.setattr(runner, "run_task", lambda *a: {**fake(*a), "result": {"error_rf": 1.0}})
+    monkeypatch.setattr(experiments.schedule, "run_task", lambda *a: {**fake(*a), "result": {"error_rf": 1.0}})
     with pytest.raises(ValueError, match="result has"):
-        runner.run(SUITE, PROFILE, out=tmp_path, datasets_=["sonar"], realizations="0:1", progress=False)
+        experiments.run(SUITE, PROFILE, out=tmp_path, datasets=["sonar"], realizations="0:1", progress=False)
     assert not list(tmp_path.rglob("*.json.gz")) and not list(tmp_path.rglob("*.tmp"))
 
 
@@ -364,18 +366,18 @@ def test_records_that_do_not_belong_are_refused(good, tmp_path, name, match):
     stray = out / SUITE / PROFILE / "tasks" / name
     stray.parent.mkdir(exist_ok=True)
     stray.write_bytes(good[1][("votes", 0)])
-    with pytest.raises(runner.RecordSetError, match=match):
-        runner.aggregate(SUITE, PROFILE, out=out)
+    with pytest.raises(experiments.RecordSetError, match=match):
+        experiments.aggregate(SUITE, PROFILE, out=out)
 
 
-@pytest.mark.parametrize("suite", sorted(runner.SUITES))
+@pytest.mark.parametrize("suite", sorted(experiments.SUITES))
 def test_aggregate_without_records_names_the_directory(tmp_path, capsys, suite):
     where = tmp_path / suite / "smoke" / "tasks"
-    with pytest.raises(runner.RecordSetError, match=f"no records of {suite}/smoke under {where}"):
-        runner.aggregate(suite, "smoke", out=tmp_path)
+    with pytest.raises(experiments.RecordSetError, match=f"no records of {suite}/smoke under {where}"):
+        experiments.aggregate(suite, "smoke", out=tmp_path)
     where.mkdir(parents=True)
-    with pytest.raises(runner.RecordSetError, match=f"no records of {suite}/smoke under {where};"):
-        runner.aggregate(suite, "smoke", out=tmp_path, allow_missing=True)
+    with pytest.raises(experiments.RecordSetError, match=f"no records of {suite}/smoke under {where};"):
+        experiments.aggregate(suite, "smoke", out=tmp_path, allow_missing=True)
     assert not list(tmp_path.rglob("*.csv"))
     status, out, err = _main(capsys, "aggregate", suite, "--profile", "smoke", "--out", tmp_path)
     assert status == 1 and out == "" and err.count("\n") == 1 and str(where) in err
@@ -383,15 +385,15 @@ def test_aggregate_without_records_names_the_directory(tmp_path, capsys, suite):
 
 def test_aggregate_refuses_an_incomplete_set_unless_allowed(good, tmp_path, capsys):
     out = _copy(good, tmp_path)
-    runner.record_path(out, SUITE, PROFILE, "votes", 1).unlink()
-    runner.record_path(out, SUITE, PROFILE, "sonar", 0).unlink()
-    with pytest.raises(runner.IncompleteRecordsError,
+    experiments.record_path(out, SUITE, PROFILE, "votes", 1).unlink()
+    experiments.record_path(out, SUITE, PROFILE, "sonar", 0).unlink()
+    with pytest.raises(experiments.IncompleteRecordsError,
                        match=r"2 of 4 records missing \(sonar r000; votes r001\).*allow_missing=True") as info:
-        runner.aggregate(SUITE, PROFILE, out=out)
+        experiments.aggregate(SUITE, PROFILE, out=out)
     assert info.value.missing == {"sonar": [0], "votes": [1]}
     assert not list(out.rglob("*.csv"))
-    with pytest.warns(runner.RecordWarning, match="2 of 4 records missing .*tabulating the 2 there are"):
-        written = runner.aggregate(SUITE, PROFILE, out=out, allow_missing=True)
+    with pytest.warns(experiments.RecordWarning, match="2 of 4 records missing .*tabulating the 2 there are"):
+        written = experiments.aggregate(SUITE, PROFILE, out=out, allow_missing=True)
     t1 = pd.read_csv(out / SUITE / PROFILE / "table1_error_disagreement.csv").set_index("problem")
     assert t1.loc["Sonar", "n_realizations"] == t1.loc["Votes", "n_realizations"] == 1
     for p in written:
@@ -402,7 +404,7 @@ def test_aggregate_refuses_an_incomplete_set_unless_allowed(good, tmp_path, caps
     assert status == 0 and err.count("\n") == 1 and "warning:" in err
     assert len(stdout.splitlines()) == 4
     with pytest.raises(TypeError, match="allow_missing must be True or False"):
-        runner.aggregate(SUITE, PROFILE, out=out, allow_missing="yes")
+        experiments.aggregate(SUITE, PROFILE, out=out, allow_missing="yes")
 
 
 def test_tables_without_rows_still_have_their_header(good, tmp_path):
@@ -410,11 +412,11 @@ def test_tables_without_rows_still_have_their_header(good, tmp_path):
     rec = {**_rec(good, ("sonar", 0)), "dataset": "wine"}
     rec["result"] = {**rec["result"], "n_classes": 3, "prior": None, "trees_exact_estimate": None}
     for r in range(2):
-        path = runner.record_path(tmp_path, SUITE, PROFILE, "wine", r)
+        path = experiments.record_path(tmp_path, SUITE, PROFILE, "wine", r)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(_canonical({**rec, "realization": r}))
-    with pytest.warns(runner.RecordWarning):
-        runner.aggregate(SUITE, PROFILE, out=tmp_path, allow_missing=True)
+    with pytest.warns(experiments.RecordWarning):
+        experiments.aggregate(SUITE, PROFILE, out=tmp_path, allow_missing=True)
     pri = pd.read_csv(tmp_path / SUITE / PROFILE / "fig1_priors.csv")
     assert list(pri.columns) == ["problem", "k", "prior_mean"] and len(pri) == 0
     cal = pd.read_csv(tmp_path / SUITE / PROFILE / "fig1_calibration.csv")
@@ -424,11 +426,11 @@ def test_tables_without_rows_still_have_their_header(good, tmp_path):
 def test_temporary_files_are_unique_per_process_and_call(good, tmp_path, monkeypatch):
     names = []
     real_replace = os.replace
-    monkeypatch.setattr(runner.os, "replace", lambda a, b: (names.append(Path(a).name), real_replace(a, b)))
-    runner._write_atomic(tmp_path / "r000.json.gz", {"a": 1})
-    runner._write_atomic(tmp_path / "r000.json.gz", {"a": 1})
-    runner._write_csv(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
-    runner._write_csv(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
+    monkeypatch.setattr(experiments.store.os, "replace", lambda a, b: (names.append(Path(a).name), real_replace(a, b)))
+    experiments.store.write_atomic(tmp_path / "r000.json.gz", {"a": 1})
+    experiments.store.write_atomic(tmp_path / "r000.json.gz", {"a": 1})
+    experiments.store.write_csv(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
+    experiments.store.write_csv(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
     assert len(set(names)) == 4 and all(f".{os.getpid()}." in n for n in names)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r000.json.gz", "t.csv"]
 
@@ -440,7 +442,7 @@ def test_concurrent_aggregations_do_not_collide(good, tmp_path):
     def agg():
         try:
             for _ in range(3):
-                runner.aggregate(SUITE, PROFILE, out=out)
+                experiments.aggregate(SUITE, PROFILE, out=out)
         except Exception as exc:  # noqa: BLE001 - collected and reported below
             errors.append(exc)
 

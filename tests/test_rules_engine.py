@@ -70,9 +70,9 @@ def test_urn_table_with_prior_matches_eq3_direct():
 
 
 def test_urn_rule_uniform_equals_siba_table():
-    """Seed 002 Prop. 3: the uniform-prior urn rule and SIBA's table agree.
+    """Soto, Suárez & Martínez-Muñoz (2016), Prop. 3: the uniform-prior urn rule and SIBA's table agree.
 
-    SIBA's table is built here from the Dirichlet posterior of seed 000 with
+    SIBA's table is built here from the Dirichlet posterior of Hernández-Lobato et al. (2011) with
     finitely many members left (beta-binomial predictive of the unseen votes),
     the urn rule's from backward induction over the hypergeometric model.
     """

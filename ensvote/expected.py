@@ -1,0 +1,141 @@
+"""The expected number of members a halting rule queries when urns are drawn from a prior.
+
+Monte Carlo (Soto et al. 2016) or, for two classes, exact by dynamic programming.
+It runs the engine (:mod:`ensvote.engine`) with a rule (:mod:`ensvote.rules`);
+the priors themselves come from :mod:`ensvote.priors` or
+:func:`ensvote.uniform_prior`.
+"""
+
+import numpy as np
+
+from ._utils import check_random_state
+from ._validation import _fmt, check_positive_int, check_size
+from .confidence import check_prior
+from .engine import run_halting
+from .rules import HaltingRule
+
+__all__ = ["expected_queries", "MAX_EXACT_WORK"]
+
+#: Most work (about ``len(support) * T**2`` operations) ``expected_queries(method="exact")``
+#: accepts: some seconds.
+MAX_EXACT_WORK = 250_000_000
+
+
+def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state=None, return_sem=False):
+    """Expected number of members a rule queries when urns are drawn from ``prior``.
+
+    ``method="mc"`` is the Monte Carlo estimate of Soto et al. (2016): draw an urn content
+    ``T`` from the prior, shuffle its ``T`` votes, query them until the rule
+    stops, average over ``n_samples`` draws.  ``method="exact"`` (two classes)
+    computes the same expectation by dynamic programming: for each urn content
+    ``k`` the probability of being still voting at each vote vector follows
+    hypergeometric transitions; ``E[N] = sum_s P(N > s)``.
+
+    Parameters
+    ----------
+    rule : HaltingRule
+        The rule's ensemble size ``T`` (``rule.n_members``) is the urns' size; a
+        rule for any size (e.g. :class:`~ensvote.FixedRule`,
+        :class:`~ensvote.InfiniteRule`) takes ``T`` from the prior.
+    prior : array of shape (T + 1,) or (support, probs)
+        Distribution of the full vote vector (see :func:`ensvote.confidence.check_prior`),
+        e.g. :func:`ensvote.uniform_prior` ``(T, n_classes)``.
+    method : {"mc", "exact"}
+        ``"exact"`` costs about ``len(support) * T**2`` operations and is
+        refused beyond ``MAX_EXACT_WORK`` (2.5e8, some seconds; ``T`` about 600
+        for a prior with full support).
+    n_samples : int
+        Monte Carlo draws; ``n_samples * T`` must not exceed ``MAX_ENTRIES`` (5e7).
+    random_state : None, int or numpy Generator
+        Seed for the draws (None: :data:`ensvote.SEED`).
+    return_sem : bool
+        Also return the Monte Carlo standard error (0.0 for ``"exact"``).
+
+    Returns
+    -------
+    float, or (float, float) with ``return_sem``
+    """
+    if not isinstance(rule, HaltingRule):
+        raise TypeError(f"rule must be a HaltingRule, got {type(rule).__name__}")
+    if prior is None or isinstance(prior, str):
+        raise TypeError("prior must be the distribution the urns are drawn from: an array of shape "
+                        "(T + 1,) or a pair (support, probs), e.g. ensvote.uniform_prior(T, n_classes); "
+                        f"got {prior!r}")
+    from .manyclass import PairPrior
+
+    if isinstance(prior, PairPrior):
+        raise TypeError("expected_queries draws full urns from the prior; a PairPrior (the many-class "
+                        "out-of-bag prior) describes leader-rival pairs only and cannot be sampled; "
+                        "pass a prior over the full vote vector, e.g. ensvote.uniform_prior(T, n_classes)")
+    T = rule.n_members  # the ensemble size the rule is built for
+    if T is None:  # a rule for any ensemble size (FixedRule, InfiniteRule, ...): the prior's
+        support, probs = check_prior(prior, _prior_size(prior))
+        T = int(support[0].sum())
+    else:
+        try:
+            support, probs = check_prior(prior, T)
+        except ValueError as exc:
+            raise ValueError(f"prior must be over the rule's ensemble size T={T}: {exc}") from None
+    l = support.shape[1]
+    rule._prepare(T, l)
+    if method == "mc":
+        n_samples = check_positive_int(n_samples, name="n_samples")
+        check_size(n_samples * T, what=f"n_samples={n_samples:,} draws of T={T} votes")
+        rng = check_random_state(random_state)
+        draws = support[rng.choice(len(support), size=n_samples, p=probs)]
+        votes = np.repeat(np.tile(np.arange(l), (n_samples, 1)).ravel(), draws.ravel()).reshape(n_samples, T)
+        votes = rng.permuted(votes, axis=1)
+        res = run_halting(lambda rows, a, b: votes[rows, a:b], n_samples, T, l, rule)
+        n = res.n_queried.astype(float)
+        mean = float(n.mean())
+        sem = float(n.std(ddof=1) / np.sqrt(n_samples)) if n_samples > 1 else float("nan")
+        return (mean, sem) if return_sem else mean
+    if method == "exact":
+        if l != 2:
+            raise ValueError("method='exact' is implemented for two classes; use method='mc'")
+        work = len(support) * T * T
+        if work > MAX_EXACT_WORK:
+            raise ValueError(f"method='exact' would cost about len(support) * T**2 = {_fmt(work)} operations "
+                             f"(T={T}), more than the limit of {_fmt(MAX_EXACT_WORK)}; use method='mc'")
+        mean = _expected_queries_exact_binary(rule, support[:, 0], probs, T)
+        return (mean, 0.0) if return_sem else mean
+    raise ValueError(f"method must be 'mc' or 'exact', got {method!r}")
+
+
+def _prior_size(prior):
+    """The ensemble size ``T`` a prior is over (for rules that are not built for one size)."""
+    if isinstance(prior, tuple):
+        if len(prior) != 2:
+            raise ValueError("a prior given as a tuple must be (support, probs)")
+        support = np.asarray(prior[0])
+        if support.ndim != 2 or len(support) == 0 or support.dtype.kind not in "iu":
+            raise ValueError(f"prior support must be an int array of shape (m, n_classes), got {support!r:.80}")
+        T = int(support[0].sum())
+    else:
+        p = np.asarray(prior)
+        if p.ndim != 1:
+            raise ValueError(f"a two-class prior must be a 1-D array of length T + 1, got shape {p.shape}")
+        T = len(p) - 1
+    if T < 1:
+        raise ValueError("prior must describe an ensemble of at least one member")
+    return T
+
+
+def _expected_queries_exact_binary(rule, k_values, probs, T):
+    k = k_values.astype(float)[:, None]  # urn contents (class-0 votes), one row each
+    alive = np.ones((len(k_values), 1))  # alive[u, x0]: P(still voting after s votes, x0 for class 0)
+    expected = np.ones(len(k_values))  # P(N > 0) = 1
+    for s in range(T - 1):
+        x0 = np.arange(s + 1)[None, :]
+        x1 = s - x0
+        p0 = np.clip((k - x0) / (T - s), 0.0, 1.0)
+        p1 = np.clip((T - k - x1) / (T - s), 0.0, 1.0)
+        nxt = np.zeros((len(k_values), s + 2))
+        nxt[:, 1:] += alive * p0
+        nxt[:, :-1] += alive * p1
+        states = np.column_stack([np.arange(s + 2), s + 1 - np.arange(s + 2)])
+        stops = rule._stop(states)
+        nxt[:, stops] = 0.0
+        alive = nxt
+        expected += alive.sum(axis=1)
+    return float(np.dot(probs, expected))

@@ -1,0 +1,159 @@
+"""The report helper of the experiment chapters: our tables beside the published ones."""
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["compare_with_published"]
+
+
+def _half_unit(printed):
+    """Half a unit of the last printed digit of each value (``"2.5"`` -> 0.05, ``"12"`` -> 0.5); NaN if empty."""
+    def one(text):
+        text = str(text).strip()
+        if text in ("", "nan", "None", "<NA>"):
+            return np.nan
+        mantissa = text.lower().split("e")[0]
+        return 0.5 * 10.0 ** -(len(mantissa.split(".")[1]) if "." in mantissa else 0)
+    return printed.map(one).astype(float)
+
+
+def compare_with_published(ours, published, quantities, *, pvalue=None, decimals=2, unavailable=(),
+                           not_in_published="not in our copy", show_n=False, delta=True):
+    """Side-by-side table of our mean ± std and the published value as printed, with a within-one-std flag.
+
+    For every problem (row of `ours`) and quantity ``q``, our ``q_mean ± q_std`` is
+    set beside the published ``q_mean ± q_std``. Δ = ours − published (means) is
+    flagged ✓ if ``|Δ|`` is at most one published std, allowing for the rounding
+    of the printed values: the printed mean and std each stand for any value
+    within half a unit of their last digit, so the flag is ✓ when
+    ``|Δ| <= std + u(mean) + u(std)`` (u = half a unit of the last printed
+    digit, plus a floating-point tolerance of 1e-9), ✗ otherwise. A published
+    ``51.0±0.0`` therefore accepts 51.01, which the printed std cannot tell
+    from a true std of 0.04. Δ is shown with at least as many decimals as the
+    published mean, so a Δ that reads as zero is always ✓.
+
+    Parameters
+    ----------
+    ours : pandas.DataFrame
+        Our aggregated results, one row per problem (as written by
+        :func:`aggregate`), with columns ``<q>_mean`` and ``<q>_std`` for every
+        quantity and ``n_realizations``.
+    published : pandas.DataFrame
+        The published values, indexed by problem, with columns ``<q>_mean`` and
+        ``<q>_std``. Read it with ``dtype=str`` so that the values are shown
+        exactly as printed (``"0.50"`` stays ``"0.50"``).
+    quantities : mapping or sequence of str
+        ``{quantity: column title}``; a sequence of quantities uses the
+        quantities themselves as titles.
+    pvalue : str or mapping, optional
+        Column of `ours` holding a p-value; our value gets a ``*`` where it is
+        below 0.05. A str applies to every quantity, a mapping
+        ``{quantity: column}`` only to the quantities it names.
+    decimals : int, default 2
+        Decimals of our values and of Δ.
+    unavailable : iterable of str, default ()
+        Problems without results because their data is unavailable offline.
+        A row with ``n_realizations == 0`` reads "unavailable offline" if its
+        problem is listed here, "not run" otherwise.
+    not_in_published : str, default "not in our copy"
+        Text of the published cell of a problem that `published` lacks.
+    show_n : bool, default False
+        Append the column ``("N", "")`` with ``n_realizations``.
+    delta : bool, default True
+        Show the column Δ (with the flag). If False, there is no Δ column and
+        the flag ✓ / ✗ is appended to our cell instead (narrower tables).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Strings, index ``ours.index``, columns ``(title, "ours" | "published" |
+        "Δ")`` per quantity (no "Δ" if `delta` is False; and ``("N", "")``).
+        Our std reads "–" when it is undefined (one realization); "—" marks a
+        cell that cannot be compared.
+    within : pandas.DataFrame
+        ``boolean`` dtype, index ``ours.index``, one column per quantity: whether
+        ``|Δ|`` is within one published std (as above); ``<NA>`` where not comparable (no
+        results of ours, or no published value).
+    deltas : pandas.DataFrame
+        Δ as floats, same shape as `within`; NaN where not comparable.
+
+    Raises
+    ------
+    TypeError
+        If `ours` or `published` is not a DataFrame, or `delta` is not a bool.
+    ValueError
+        If `quantities` is empty, a required column is missing (the message
+        names them), `pvalue` names a quantity not compared, an index has
+        duplicate problems, or `decimals` is negative.
+
+    Examples
+    --------
+    >>> ours = pd.DataFrame({"err_mean": [1.04, 3.0], "err_std": [0.1, np.nan], "n_realizations": [10, 1]},
+    ...                     index=["a", "b"])
+    >>> pub = pd.DataFrame({"err_mean": ["1.0", "2.5"], "err_std": ["0.2", "0.3"]}, index=["a", "b"])
+    >>> table, within, delta = compare_with_published(ours, pub, {"err": "error %"})
+    >>> table.loc["b"].tolist()
+    ['3.00±–', '2.5±0.3', '+0.50 ✗']
+    >>> within["err"].tolist()
+    [True, False]
+    >>> compare_with_published(ours, pub, {"err": "error %"}, delta=False)[0].loc["a"].tolist()
+    ['1.04±0.10 ✓', '1.0±0.2']
+    """
+    if not isinstance(ours, pd.DataFrame) or not isinstance(published, pd.DataFrame):
+        raise TypeError("ours and published must be pandas DataFrames")
+    titles = dict(quantities) if isinstance(quantities, Mapping) else {q: q for q in quantities}
+    if not titles:
+        raise ValueError("no quantities to compare")
+    if not isinstance(decimals, (int, np.integer)) or decimals < 0:
+        raise ValueError(f"decimals must be a non-negative integer, got {decimals!r}")
+    if not isinstance(delta, (bool, np.bool_)):
+        raise TypeError(f"delta must be True or False, got {delta!r}")
+    pcols = dict.fromkeys(titles, pvalue) if pvalue is None or isinstance(pvalue, str) else dict(pvalue)
+    if unknown := sorted(set(pcols) - set(titles)):
+        raise ValueError(f"pvalue names quantities that are not compared: {unknown}")
+    stats_cols = [f"{q}_{s}" for q in titles for s in ("mean", "std")]
+    need = stats_cols + ["n_realizations"] + sorted({c for c in pcols.values() if c is not None})
+    for name, df, cols in (("ours", ours, need), ("published", published, stats_cols)):
+        if missing := [c for c in cols if c not in df.columns]:
+            raise ValueError(f"{name} lacks the columns {missing}")
+        if df.index.has_duplicates:
+            raise ValueError(f"{name} has duplicate problems: {sorted(set(df.index[df.index.duplicated()]))}")
+
+    n = ours["n_realizations"].fillna(0).astype(int)
+    run = n > 0
+    pub = published.reindex(ours.index)
+    in_pub = ours.index.isin(published.index)
+    no_result = np.where(ours.index.isin(set(unavailable)), "unavailable offline", "not run")
+    out, within, deltas = {}, {}, {}
+    for q, title in titles.items():
+        om, os_ = ours[f"{q}_mean"].astype(float), ours[f"{q}_std"].astype(float)
+        pm_txt, ps_txt = pub[f"{q}_mean"], pub[f"{q}_std"]
+        pm, ps = pd.to_numeric(pm_txt), pd.to_numeric(ps_txt)
+        has_pub = pm.notna() & ps.notna()
+        ok_ours = run & om.notna()
+        comparable = ok_ours & has_pub
+        star = ours[pcols[q]].lt(0.05) if pcols.get(q) else pd.Series(False, index=ours.index)
+        txt_o = [f"{m:.{decimals}f}±" + (f"{s:.{decimals}f}" if pd.notna(s) else "–") + ("*" if st else "")
+                 for m, s, st in zip(om, os_, star)]
+        d = (om - pm).where(comparable)
+        tol = _half_unit(pm_txt) + _half_unit(ps_txt)
+        ok = (d.abs() <= ps + tol + 1e-9).astype("boolean").mask(~comparable)
+        marks = [" ✓" if k else " ✗" for k in ok.fillna(False)]
+        if not delta:
+            txt_o = [t + (mk if c else "") for t, mk, c in zip(txt_o, marks, comparable)]
+        out[(title, "ours")] = np.where(ok_ours, txt_o, np.where(run, "—", no_result))
+        out[(title, "published")] = np.where(has_pub, pm_txt.astype(str) + "±" + ps_txt.astype(str),
+                                             np.where(in_pub, "—", not_in_published))
+        if delta:
+            # at least the published mean's decimals, so that a Δ reading as zero is within the rounding (✓)
+            digits = [max(decimals, int(round(-np.log10(2 * u)))) if np.isfinite(u) else decimals
+                      for u in _half_unit(pm_txt)]
+            out[(title, "Δ")] = np.where(comparable, [f"{x:+.{k}f}{mk}" for x, k, mk in zip(d.fillna(0), digits, marks)],
+                                         "—")
+        within[q], deltas[q] = ok, d
+    table = pd.DataFrame(out, index=ours.index)
+    if show_n:
+        table[("N", "")] = n
+    return table, pd.DataFrame(within, index=ours.index), pd.DataFrame(deltas, index=ours.index)

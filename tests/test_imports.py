@@ -1,0 +1,24 @@
+"""`import ensvote` stays light: the core loads none of the experiments' heavy dependencies."""
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("pandas", "dask", "distributed", "tqdm", "matplotlib", "sklearn", "joblib")
+
+
+def _loaded_after(statement):
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out))
+
+
+def test_import_ensvote_loads_no_heavy_dependency():
+    loaded = _loaded_after("import ensvote")
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_classifier_and_the_experiments_load_theirs_on_demand():
+    assert {"sklearn", "pandas"} <= _loaded_after("import ensvote; ensvote.HaltingClassifier")
+    assert "pandas" in _loaded_after("import ensvote.experiments")
+    assert "HaltingClassifier" in dir(__import__("ensvote"))
