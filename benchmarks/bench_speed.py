@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall-clock speed of halting against scikit-learn's full forest, as ratios.
 
-    /tmp/venv0/bin/python benchmarks/bench_speed.py [--rows 100000] [--repeat 5] [--quick]
+    .venv/bin/python benchmarks/bench_speed.py [--rows 100000] [--repeat 5] [--quick]
 
 Everything is measured in one process, on one machine, with ``n_jobs=1``;
 candidate and baseline runs are interleaved and the best of ``--repeat`` runs
