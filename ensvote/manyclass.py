@@ -466,15 +466,9 @@ def pair_oob_prior(oob_votes, T, *, window=5):
     -------
     PairPrior
     """
-    from .priors import _box_sum, _hamilton_round, oob_prior
+    from .priors import _box_sum, _check_oob_arguments, _hamilton_round, oob_prior
 
-    v = check_counts(oob_votes, name="oob_votes")
-    if v.ndim != 2:
-        raise ValueError(f"oob_votes must have shape (n_rows, n_classes), got {v.shape}")
-    T = check_positive_int(T, name="T")
-    window = check_positive_int(window, name="window")
-    if window % 2 == 0:
-        raise ValueError(f"window must be odd, got {window}")
+    v, T, window = _check_oob_arguments(oob_votes, T, window)
     l = v.shape[1]
     if l * (T + 1) ** 2 * 8 > MAX_PAIR_TABLE_BYTES:
         raise ValueError(f"a pair prior for {l} classes and T={T} would take "

@@ -53,6 +53,18 @@ def _hamilton_round(oob, T):
     return base + (rank < short[:, None])
 
 
+def _check_oob_arguments(oob_votes, T, window):
+    """Validated ``(votes, T, window)`` for the out-of-bag priors (here and in manyclass)."""
+    v = check_counts(oob_votes, name="oob_votes")
+    if v.ndim != 2:
+        raise ValueError(f"oob_votes must have shape (n_rows, n_classes), got {v.shape}")
+    T = check_positive_int(T, name="T")
+    window = check_positive_int(window, name="window")
+    if window % 2 == 0:
+        raise ValueError(f"window must be odd, got {window}")
+    return v, T, window
+
+
 def oob_prior(oob_votes, T, *, window=5):
     """The non-parametric prior P(T) of Soto et al. (2016) from out-of-bag votes (HYPER).
 
@@ -89,13 +101,7 @@ def oob_prior(oob_votes, T, *, window=5):
         votes, as a prior on leader-rival pairs, which scales with ``l``; this
         goes beyond the paper).
     """
-    v = check_counts(oob_votes, name="oob_votes")
-    if v.ndim != 2:
-        raise ValueError(f"oob_votes must have shape (n_rows, n_classes), got {v.shape}")
-    T = check_positive_int(T, name="T")
-    window = check_positive_int(window, name="window")
-    if window % 2 == 0:
-        raise ValueError(f"window must be odd, got {window}")
+    v, T, window = _check_oob_arguments(oob_votes, T, window)
     v = v[v.sum(axis=1) > 0]
     if len(v) == 0:
         raise ValueError("no training row has an out-of-bag vote; cannot estimate the prior "
