@@ -5,8 +5,9 @@ from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier, RandomForestClassifier
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from . import kernel
 from ._utils import SEED
 from ._validation import check_probability
 from .engine import HaltResult, _Tally, _label_table, run_halting, stop_table, table_result
@@ -29,6 +30,16 @@ def _columns(X, feats):
 def _take_rows(X, idx):
     """Rows ``idx`` of a dense array or a CSR matrix."""
     return X[idx] if sparse.issparse(X) else np.take(X, idx, axis=0)
+
+
+def _tree_input(X):
+    """A validated float32 array or CSR matrix, with the int32 sparse indices the trees want."""
+    if sparse.issparse(X) and (X.indices.dtype != np.int32 or X.indptr.dtype != np.int32):
+        if X.nnz >= 2**31:
+            raise ValueError("sparse X has too many non-zero entries for the trees (at most 2**31 - 1)")
+        X = X.copy()
+        X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X
 
 
 def _by_leaf(leaves, tree):
@@ -85,6 +96,14 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         majority, met in expectation under the prior (the out-of-bag prior by
         default).  Required with ``rule="optimal"``, refused with the others
         (they take ``confidence``).
+    n_jobs : int or None, default=None
+        Threads for ``predict``, ``predict_proba`` and ``halt`` on dense
+        ``X``: None or 1 one thread, -1 every core (``-2`` all but one, ...).
+        With more than one thread, dense batches go through the compiled
+        loop (:mod:`ensvote.kernel`) with rows spread over threads; sparse
+        ``X`` and rules without a stop table always use one thread.  Rows
+        are independent, so the results are identical for any ``n_jobs``.
+        (The wrapped ensemble's own ``n_jobs`` applies to its ``fit``.)
 
     ``X`` may be a dense array or a scipy sparse matrix (used as CSR for
     prediction), as the wrapped ensembles accept; missing values (NaN) are
@@ -103,17 +122,25 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     expected_disagreement_ : float or None
         Budget mode: the expected disagreement with the full ensemble under
         the prior (at most ``disagreement``).
+    oob_votes_ : ndarray of int, shape (n_train_rows, n_classes) or None
+        Out-of-bag vote counts of the training rows, computed in ``fit``
+        (columns follow ``classes_``): member ``j`` votes for row ``i`` only if
+        row ``i`` was not drawn to fit member ``j``.  None when the ensemble
+        does not bootstrap (every member saw every row).  The counterpart of
+        scikit-learn's ``oob_decision_function_``, as vote counts.
     classes_ : ndarray of class labels
     n_features_in_ : int
     n_members_ : int
     """
 
-    def __init__(self, estimator=None, rule="urn", confidence=0.99, prior="auto", disagreement=None):
+    def __init__(self, estimator=None, rule="urn", confidence=0.99, prior="auto", disagreement=None,
+                 n_jobs=None):
         self.estimator = estimator
         self.rule = rule
         self.confidence = confidence
         self.prior = prior
         self.disagreement = disagreement
+        self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -127,6 +154,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
         ``fit_params`` (e.g. ``sample_weight``) go to the ensemble's ``fit``.
         """
+        self.__dict__.pop("_fast", None)  # set again at the end of a fit that succeeds
         est = self.estimator
         if est is None:
             est = RandomForestClassifier(n_estimators=101, random_state=SEED)
@@ -139,6 +167,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             raise TypeError(
                 f"rule must be 'urn', 'infinite', 'exact', 'optimal' or a HaltingRule, got {self.rule!r}")
         check_probability(self.confidence, name="confidence")
+        kernel.resolve_n_jobs(self.n_jobs)  # a bad n_jobs fails here
         budget_mode = isinstance(self.rule, str) and self.rule == "optimal"
         if budget_mode:
             if self.disagreement is None:
@@ -168,6 +197,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         # leaf -> code increment of the leaf's class (mixed radix T + 1, see engine.stop_table)
         stride = (self.n_members_ + 1) ** np.arange(len(self.classes_) - 1, -1, -1)
         self._leaf_code = [stride.astype(np.int32).take(lc) for lc in self._leaf_class]
+        # the trees' node arrays, flattened for the compiled loop (small batches, one row, n_jobs)
+        self._forest = kernel.ForestArrays([m.tree_ for m in members], self._features, self._leaf_code)
+        self.oob_votes_ = self._oob_votes(X, validated=True) if getattr(self.estimator_, "bootstrap", False) else None
         if budget_mode:
             check_classes(len(self.classes_))  # before the out-of-bag prior is estimated
         self.prior_ = self._build_prior(X, y)
@@ -186,6 +218,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             )
         # a configuration beyond a limit (e.g. a many-class table too large) fails here, not in predict
         self.rule_._prepare(self.n_members_, len(self.classes_))
+        tab = stop_table(self.rule_, self.n_members_, len(self.classes_))
+        # the rule it was built for, its stop table and the label table: the compiled loop's inputs
+        self._fast = (self.rule_, tab, None if tab is None else _label_table(self.n_members_, len(self.classes_)))
         return self
 
     def _build_prior(self, X, y):
@@ -200,7 +235,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             if prior == "uniform":
                 return None
             if prior == "oob":
-                return oob_prior(self.oob_votes(X), self.n_members_)
+                votes = self.oob_votes_ if self.oob_votes_ is not None else self._oob_votes(X, validated=True)
+                return oob_prior(votes, self.n_members_)
             raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {prior!r}")
         if prior is None:
             return None
@@ -211,10 +247,16 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
         Member ``j`` votes for row ``i`` only if row ``i`` was not among the rows
         drawn to fit member ``j`` (``estimator_.estimators_samples_``).  ``X``
-        must be the training data passed to ``fit``.
+        must be the training data passed to ``fit``; ``fit`` already keeps
+        these counts as :attr:`oob_votes_` for a bootstrapping ensemble.
         """
         check_is_fitted(self, "estimator_")
-        X32 = self._validate_X(X)
+        return self._oob_votes(X)
+
+    def _oob_votes(self, X, validated=False):
+        # validated: X is fit's own validated copy (no feature names left to check against)
+        X32 = _tree_input(check_array(X, ensure_all_finite="allow-nan", dtype=np.float32, order="C",
+                                      accept_sparse="csr")) if validated else self._validate_X(X)
         n = X32.shape[0]
         votes = np.zeros((n, len(self.classes_)), dtype=np.int64)
         for j, drawn in enumerate(self.estimator_.estimators_samples_):
@@ -238,14 +280,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
     def _validate_X(self, X):
         # float32, C order (or CSR), as the trees' own predict wants it (as RandomForestClassifier does)
-        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float32,
-                          order="C", accept_sparse="csr")
-        if sparse.issparse(X) and (X.indices.dtype != np.int32 or X.indptr.dtype != np.int32):
-            if X.nnz >= 2**31:
-                raise ValueError("sparse X has too many non-zero entries for the trees (at most 2**31 - 1)")
-            X = X.copy()
-            X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
-        return X
+        return _tree_input(validate_data(self, X, reset=False, ensure_all_finite="allow-nan",
+                                         dtype=np.float32, order="C", accept_sparse="csr"))
 
     def halt(self, X):
         """Query members row by row until ``rule_`` stops.
@@ -257,11 +293,83 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             row; ``counts`` of votes per class (columns follow ``classes_``).
         """
         check_is_fitted(self, "estimator_")
-        X32 = self._validate_X(X)
+        res = self._halt_codes(X)
+        return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
+                          counts=res.counts, n_members=res.n_members, stopped=res.stopped)
+
+    def predict_proba(self, X):
+        """Vote fractions of the members queried for each row.
+
+        ``predict_proba(X)[i, c]`` is the fraction of the members queried for
+        row ``i`` (``halt(X).n_queried[i]`` of them) that voted for class
+        ``classes_[c]``: ``halt(X).counts / halt(X).n_queried[:, None]``.  It is
+        *not* the forest's averaged tree probabilities (soft vote), and not a
+        calibrated probability: a row that stopped after a few unanimous
+        members gets 1.0 for its class.  Its row-wise argmax (lowest index on
+        ties) is ``predict(X)``.
+
+        Returns
+        -------
+        ndarray of float, shape (n_rows, n_classes)
+            Columns in the order of ``classes_``; rows sum to 1.
+        """
+        check_is_fitted(self, "estimator_")
+        res = self._halt_codes(X)
+        return res.counts / res.n_queried[:, None]
+
+    #: Dense batches of fewer rows than this go through the compiled loop
+    #: (:mod:`ensvote.kernel`) with one thread; larger ones through the numpy
+    #: path of ``_halt_trees`` (faster from about this size on; see
+    #: ``benchmarks/bench_latency.py``).
+    _KERNEL_MAX_ROWS = 4096
+
+    def _fitted_fast(self):
+        """``(table, labels)`` for the compiled loop: the stop table and label table kept at ``fit``
+        for ``rule_`` (None: the rule has no stop table, or ``rule_`` was replaced since ``fit``)."""
+        fast = self.__dict__.get("_fast")
+        if fast is None or fast[1] is None or fast[0] is not self.rule_:
+            return None
+        return fast[1], fast[2]
+
+    def _use_kernel(self, X32):
+        """Whether validated rows ``X32`` go through the compiled loop (else the numpy path)."""
+        if sparse.issparse(X32):
+            return False
+        return X32.shape[0] < self._KERNEL_MAX_ROWS or kernel.resolve_n_jobs(self.n_jobs) > 1
+
+    def _X(self, X):
+        """``X`` as the trees want it; a float ndarray of the right width takes a lean path.
+
+        The lean path (what a small request pays) checks only what the full
+        validation would refuse: anything it does not accept as is (wrong
+        width, infinity, a float64 beyond float32, other types, feature names)
+        goes through :meth:`_validate_X`, so the errors are the same.
+        """
+        if (type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind == "f" and X.dtype.itemsize in (4, 8)
+                and 0 < X.shape[0] < self._KERNEL_MAX_ROWS and X.shape[1] == self.n_features_in_
+                and "feature_names_in_" not in self.__dict__):
+            with np.errstate(over="ignore"):
+                X32 = np.ascontiguousarray(X, dtype=np.float32)
+            if not np.isinf(X32).any():
+                return X32
+        return self._validate_X(X)
+
+    def _halt_codes(self, X):
+        """:class:`HaltResult` of ``X`` with labels as class indices: compiled loop, numpy path or reference engine."""
         T, l = self.n_members_, len(self.classes_)
+        fast = self._fitted_fast()
+        if fast is not None:
+            X32 = self._X(X)
+            tab = fast[0]
+            if self._use_kernel(X32):
+                code, n_queried = kernel.run_forest(X32, self._forest, tab.table, tab.stops_at, self.n_jobs)
+            else:
+                code, n_queried = self._halt_trees(X32, *tab)
+            return table_result(code, n_queried, T, tab.table, tab.stride)
+        X32 = self._validate_X(X)
         tab = stop_table(self.rule_, T, l)
         if tab is not None:
-            res = table_result(*self._halt_trees(X32, *tab), T, tab.table, tab.stride)
+            return table_result(*self._halt_trees(X32, *tab), T, tab.table, tab.stride)
         else:
             def fetch(rows, a, b):
                 Xa = _take_rows(X32, rows)
@@ -270,9 +378,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                     out[:, j - a] = self._member_predict(j, Xa)
                 return out
 
-            res = run_halting(fetch, X32.shape[0], T, l, self.rule_)
-        return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
-                          counts=res.counts, n_members=res.n_members, stopped=res.stopped)
+            return run_halting(fetch, X32.shape[0], T, l, self.rule_)
 
     #: Compact the active rows (copy their features) once this fraction of
     #: the rows being evaluated has stopped (see ``benchmarks/bench_speed.py``).
@@ -330,10 +436,27 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
         The same labels as ``halt(X).labels``, without assembling the counts.
         """
-        check_is_fitted(self, "estimator_")
-        T, l = self.n_members_, len(self.classes_)
-        tab = stop_table(self.rule_, T, l)
-        if tab is None:
-            return self.halt(X).labels
-        code_end, _ = self._halt_trees(self._validate_X(X), *tab)
-        return self.classes_.take(_label_table(T, l).take(code_end))
+        fast = self._fitted_fast()  # None before fit too: check_is_fitted then raises
+        if fast is None:
+            check_is_fitted(self, "estimator_")
+            T, l = self.n_members_, len(self.classes_)
+            tab = stop_table(self.rule_, T, l)
+            if tab is None:
+                return self.halt(X).labels
+            code_end, _ = self._halt_trees(self._validate_X(X), *tab)
+            return self.classes_.take(_label_table(T, l).take(code_end))
+        tab, labels = fast
+        if (type(X) is np.ndarray and X.shape == (1, self.n_features_in_)
+                and (X.dtype == np.float64 or X.dtype == np.float32) and X.flags.c_contiguous
+                and "feature_names_in_" not in self.__dict__):
+            # one request: the row goes straight to the compiled loop, which checks it for
+            # infinities (anything it refuses gets the full validation below, and its errors)
+            code, _ = kernel.run_one(X[0], self._forest, tab.table, tab.stops_at)
+            if code >= 0:
+                return self.classes_.take(labels[code:code + 1])
+        X32 = self._X(X)
+        if self._use_kernel(X32):
+            code_end, _ = kernel.run_forest(X32, self._forest, tab.table, tab.stops_at, self.n_jobs)
+        else:
+            code_end, _ = self._halt_trees(X32, *tab)
+        return self.classes_.take(labels.take(code_end))

@@ -1,0 +1,295 @@
+"""The compiled stop loop: one row at a time, each row stopping as soon as its rule allows.
+
+The engine's table-driven fast path (see :func:`ensvote.engine.stop_table`)
+carries each row's vote counts as one mixed-radix code; a member adds the code
+increment of the class it votes for, and the stop check is one look-up in the
+rule's flat boolean stop table.  This module runs that loop compiled with
+numba over the flattened node arrays of a fitted forest
+(:class:`ForestArrays`, :func:`run_forest`, :func:`run_one`), each row
+leaving the loop as soon as its rule stops it: each member's tree is walked
+from its root to a leaf exactly as scikit-learn's ``Tree.apply`` walks dense
+input (``X`` as float32, ``x[feature] <= threshold`` goes left with the
+float64 threshold, NaN follows ``missing_go_to_left``), and the leaf's class
+code is added to the row's code.  Rows go through the trees in blocks of
+:data:`BLOCK` (tree by tree over the block's rows still voting, so a tree's
+nodes stay in cache); one row (:func:`run_one`) goes straight through.
+
+:class:`ensvote.HaltingClassifier` uses it for one row, for dense batches
+smaller than ``HaltingClassifier._KERNEL_MAX_ROWS`` and, with ``n_jobs > 1``,
+for every dense batch; larger batches with one thread keep the numpy path
+(leaf-sorted rows, which is faster there).  Rows are independent, so with
+``n_jobs > 1`` they are spread over threads (``numba.prange``); the results
+do not depend on ``n_jobs``.  The loops give exactly the codes and member
+counts of the numpy path and of the reference engine
+(``tests/test_kernel.py``).
+
+The functions are compiled on first use and cached on disk (``cache=True``,
+in ``__pycache__`` next to this file or, when that is not writable, numba's
+user-wide cache directory), so later processes load them instead of compiling.
+"""
+
+import os
+import threading
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["ForestArrays", "compile_kernels", "resolve_n_jobs", "run_forest", "run_one"]
+
+#: Fewest rows per thread worth starting threads for (below, one thread runs them all).
+MIN_ROWS_PER_THREAD = 64
+#: Rows the forest loop takes through each tree together (so the tree's nodes stay in cache).
+BLOCK = 4096
+
+_LOCK = threading.Lock()
+
+
+# ---------------------------------------------------------------------------
+# compiled loops
+# ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _walk(X, r, node, left, right, feature, threshold, nan_left):
+    while left[node] != -1:
+        v = X[r, feature[node]]
+        if np.isnan(v):
+            node = left[node] if nan_left[node] else right[node]
+        elif np.float64(v) <= threshold[node]:
+            node = left[node]
+        else:
+            node = right[node]
+    return node
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _forest_block(X, a, b, left, right, feature, threshold, nan_left, node_code, roots, table, check,
+                  code_end, n_queried):
+    """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
+    stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
+    T = roots.shape[0]
+    active = np.arange(a, b)
+    code = np.zeros(b - a, dtype=np.int32)
+    n_active = b - a
+    for j in range(T):
+        if n_active == 0:
+            break
+        may_stop = j + 1 < T and check[j + 1]
+        keep = 0
+        for i in range(n_active):
+            r = active[i]
+            leaf = _walk(X, r, roots[j], left, right, feature, threshold, nan_left)
+            c = code[r - a] + node_code[leaf]
+            code[r - a] = c
+            if may_stop and table[c]:
+                code_end[r] = c
+                n_queried[r] = j + 1
+            else:
+                active[keep] = r
+                keep += 1
+        n_active = keep
+    for i in range(n_active):
+        r = active[i]
+        code_end[r] = code[r - a]
+        n_queried[r] = T
+
+
+@njit(cache=True, nogil=True)
+def _forest_serial(X, block, left, right, feature, threshold, nan_left, node_code, roots, table, check,
+                   code_end, n_queried):
+    n = X.shape[0]
+    for a in range(0, n, block):
+        _forest_block(X, a, min(a + block, n), left, right, feature, threshold, nan_left, node_code, roots,
+                      table, check, code_end, n_queried)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _forest_parallel(X, block, left, right, feature, threshold, nan_left, node_code, roots, table, check,
+                     code_end, n_queried):
+    n = X.shape[0]
+    for k in prange((n + block - 1) // block):
+        a = k * block
+        _forest_block(X, a, min(a + block, n), left, right, feature, threshold, nan_left, node_code, roots,
+                      table, check, code_end, n_queried)
+
+
+@njit(cache=True, nogil=True)
+def _forest_one(x, left, right, feature, threshold, nan_left, node_code, roots, table, check):
+    """One row ``x`` (float32 or float64, 1-D): ``(code, n_queried)``, or ``(-1, 0)`` if a
+    feature is infinite once cast to float32 (the caller then runs the full validation)."""
+    x32 = np.empty(x.shape[0], dtype=np.float32)
+    for k in range(x.shape[0]):
+        x32[k] = np.float32(x[k])
+        if np.isinf(x32[k]):
+            return -1, 0
+    T = roots.shape[0]
+    code = 0
+    for j in range(T):
+        node = roots[j]
+        while left[node] != -1:
+            v = x32[feature[node]]
+            if np.isnan(v):
+                node = left[node] if nan_left[node] else right[node]
+            elif np.float64(v) <= threshold[node]:
+                node = left[node]
+            else:
+                node = right[node]
+        code += node_code[node]
+        if j + 1 < T and check[j + 1] and table[code]:
+            return code, j + 1
+    return code, T
+
+
+# ---------------------------------------------------------------------------
+# Python side
+# ---------------------------------------------------------------------------
+def resolve_n_jobs(n_jobs):
+    """Number of threads for ``n_jobs`` (scikit-learn's convention).
+
+    None and 1 mean one thread; ``-1`` all the cores numba may use
+    (``numba.config.NUMBA_NUM_THREADS``, by default every core), ``-2`` all but
+    one, and so on; a positive number is capped at that count.
+    """
+    if n_jobs is None:
+        return 1
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None, a positive int or a negative int (-1: all cores), got {n_jobs!r}")
+    top = int(numba.config.NUMBA_NUM_THREADS)
+    n = int(n_jobs)
+    return max(1, min(top, n if n > 0 else top + 1 + n))
+
+
+def _run(serial, parallel, n_rows, n_jobs, args):
+    threads = min(resolve_n_jobs(n_jobs), max(1, n_rows // MIN_ROWS_PER_THREAD))
+    if threads <= 1:
+        serial(*args)
+        return
+    with _LOCK:  # numba's default thread pool runs one parallel region at a time
+        before = numba.get_num_threads()
+        numba.set_num_threads(threads)
+        try:
+            parallel(*args)
+        finally:
+            numba.set_num_threads(before)
+
+
+class ForestArrays:
+    """The node arrays of a fitted forest's trees, flattened once (at ``fit``).
+
+    Node ``k`` of member ``j`` is node ``roots[j] + k``; its children are
+    global indices (``-1`` at a leaf), ``feature`` is the column of the full
+    ``X`` (a bagging member's feature subset already applied), ``threshold``
+    the tree's float64 threshold and ``nan_left`` its ``missing_go_to_left``.
+    ``node_code[k]`` is the code increment of the class the leaf votes for
+    (0 at inner nodes).
+
+    Parameters
+    ----------
+    trees : list of sklearn.tree._tree.Tree
+        The members' ``tree_``, in query order.
+    features : list of (ndarray of int or None)
+        Per member, the columns of ``X`` it was fitted on (None: all).
+    leaf_code : list of ndarray of int32
+        Per member, the code increment of each node's class.
+    """
+
+    def __init__(self, trees, features, leaf_code):
+        sizes = np.array([t.node_count for t in trees], dtype=np.int64)
+        self.roots = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        n = int(sizes.sum())
+        if n >= 2**31:
+            raise ValueError(f"the forest has {n:,} nodes; the compiled loop indexes them with int32")
+        self.left = np.empty(n, dtype=np.int32)
+        self.right = np.empty(n, dtype=np.int32)
+        self.feature = np.zeros(n, dtype=np.int32)
+        self.threshold = np.empty(n, dtype=np.float64)
+        self.nan_left = np.zeros(n, dtype=np.bool_)
+        self.node_code = np.zeros(n, dtype=np.int32)
+        for j, (t, feats, codes) in enumerate(zip(trees, features, leaf_code)):
+            a, b = self.roots[j], self.roots[j] + t.node_count
+            leaf = t.children_left == -1
+            self.left[a:b] = np.where(leaf, -1, t.children_left + a)
+            self.right[a:b] = np.where(leaf, -1, t.children_right + a)
+            f = np.where(leaf, 0, t.feature)
+            self.feature[a:b] = f if feats is None else np.asarray(feats)[f]
+            self.threshold[a:b] = t.threshold
+            self.nan_left[a:b] = np.asarray(t.missing_go_to_left, dtype=bool)
+            self.node_code[a:b] = np.where(leaf, codes, 0)
+
+    @property
+    def n_nodes(self):
+        return len(self.left)
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.roots, self.left, self.right, self.feature, self.threshold,
+                                      self.nan_left, self.node_code))
+
+    def args(self):
+        return (self.left, self.right, self.feature, self.threshold, self.nan_left, self.node_code, self.roots)
+
+
+def run_forest(X32, forest, table, stops_at, n_jobs=None):
+    """The table-driven stop loop over a forest, tree by tree and row by row.
+
+    Parameters
+    ----------
+    X32 : ndarray of float32, shape (n_rows, n_features), C-contiguous
+    forest : ForestArrays
+    table, stops_at : the rule's :class:`ensvote.engine.StopTable` (its table and ``stops_at``)
+    n_jobs : int or None
+
+    Returns
+    -------
+    code_end : ndarray of int32, shape (n_rows,)
+        Each row's mixed-radix count code when it stopped.
+    n_queried : ndarray of int64, shape (n_rows,)
+        Members queried per row.
+    """
+    n = X32.shape[0]
+    code_end = np.zeros(n, dtype=np.int32)
+    n_queried = np.zeros(n, dtype=np.int64)
+    if n:
+        # blocks of BLOCK rows, smaller when that leaves fewer than 4 blocks per thread
+        threads = min(resolve_n_jobs(n_jobs), max(1, n // MIN_ROWS_PER_THREAD))
+        block = BLOCK if threads == 1 else max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n // (4 * threads))))
+        _run(_forest_serial, _forest_parallel, n, n_jobs,
+             (X32, block) + forest.args() + (table, stops_at, code_end, n_queried))
+    return code_end, n_queried
+
+
+def run_one(x, forest, table, stops_at):
+    """The stop loop for one row ``x`` (1-D float32 or float64, C-contiguous), with no validation
+    beyond infinity: ``(code, n_queried)``, or ``(-1, 0)`` when ``x`` has a feature that is infinite
+    as float32 (an infinity, or a float64 too large for float32)."""
+    return _forest_one(x, forest.left, forest.right, forest.feature, forest.threshold, forest.nan_left,
+                       forest.node_code, forest.roots, table, stops_at)
+
+
+def compile_kernels():
+    """Compile (or load from the on-disk cache) the forest loops; seconds taken.
+
+    Called by the benchmark to report the first-call cost; ordinary use
+    compiles on the first call.
+    """
+    t0 = time.perf_counter()
+    X = np.zeros((1, 1), dtype=np.float32)
+    i64 = np.zeros(1, dtype=np.int64)
+    i32 = np.zeros(1, dtype=np.int32)
+    args = (X, np.full(1, -1, dtype=np.int32), np.full(1, -1, dtype=np.int32), i32.copy(),
+            np.zeros(1), np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int32), i64.copy(),
+            np.zeros(4, dtype=np.bool_), np.zeros(2, dtype=np.bool_), np.zeros(1, dtype=np.int32),
+            np.zeros(1, dtype=np.int64))
+    for a in args[8:10]:  # the stop tables are read-only (a numba type of their own)
+        a.setflags(write=False)
+    _forest_serial(args[0], BLOCK, *args[1:])
+    _forest_parallel(args[0], BLOCK, *args[1:])
+    for dtype in (np.float32, np.float64):
+        _forest_one(np.zeros(1, dtype=dtype), *args[1:10])
+    return time.perf_counter() - t0
+
+
+def cache_dir():
+    """Where numba keeps the compiled loops of this module (None if not cached yet)."""
+    d = os.path.join(os.path.dirname(__file__), "__pycache__")
+    return d if os.path.isdir(d) else None

@@ -1,0 +1,228 @@
+"""The compiled stop loop (ensvote.kernel) gives exactly the reference engine's results.
+
+The reference is :func:`ensvote.engine.run_halting` on the vote matrix of
+``member_votes`` (block by block, ``rule._stop`` on the counts), with no stop
+table.  ``HaltingClassifier`` runs the compiled loop on one row, on dense
+batches of fewer than ``_KERNEL_MAX_ROWS`` rows and with ``n_jobs > 1``, and
+the numpy path on larger batches; both are checked here, as are ``n_jobs``,
+the lean small-batch path and its errors, ``predict_proba`` and ``oob_votes_``.
+"""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier, RandomForestClassifier
+
+import ensvote as ev
+from ensvote import classifier, engine, kernel
+from ensvote.datasets import load
+
+FIELDS = ("labels", "n_queried", "counts", "stopped")
+#: the rules of benchmarks/bench_speed.py, at its T and alpha
+BENCH_RULES = {"HYPER": dict(rule="urn", prior="oob"), "SIBA": dict(rule="urn", prior="uniform"),
+               "infinite": dict(rule="infinite"), "exact": dict(rule="exact")}
+N = classifier.HaltingClassifier._KERNEL_MAX_ROWS
+
+
+def _reference(votes, rule, l):
+    v = np.asarray(votes, dtype=np.int64)
+    return engine.run_halting(lambda rows, a, b: v[rows, a:b], v.shape[0], v.shape[1], l, rule)
+
+
+def _problems(n_test):
+    """The benchmark's problems (twonorm, waveform, spam, pima, adversarial), small."""
+    rng = np.random.default_rng(ev.SEED)
+    for name in ("twonorm", "waveform"):
+        X, y = load(name, n_samples=300 + n_test, random_state=rng)
+        yield name, X[:300], y[:300], X[300:]
+    for name in ("spam", "pima"):
+        X, y = load(name)
+        idx = rng.permutation(len(y))
+        tr, te = idx[: 2 * len(y) // 3], idx[2 * len(y) // 3:]
+        Xte = X[te][rng.integers(0, len(te), n_test)]
+        yield name, X[tr], y[tr], Xte + rng.normal(0.0, 0.1, Xte.shape) * X[te].std(axis=0)
+    X = rng.random((600, 5))
+    yield "adversarial", X, rng.integers(0, 2, 600), rng.random((n_test, 5))
+
+
+def _check(clf, X, ref, what):
+    res = clf.halt(X)
+    assert np.array_equal(res.labels, clf.classes_[ref.labels]), what
+    for f in FIELDS[1:]:
+        assert np.array_equal(getattr(res, f), getattr(ref, f)), (what, f)
+    assert np.array_equal(clf.predict(X), clf.classes_[ref.labels]), what
+    assert np.allclose(clf.predict_proba(X), ref.counts / ref.n_queried[:, None]), what
+
+
+@pytest.mark.parametrize("problem", list(_problems(600)), ids=lambda p: p[0])
+def test_kernel_equals_reference_on_every_benchmark_dataset_and_rule(problem, monkeypatch):
+    name, Xtr, ytr, Xte = problem
+    for label, kw in BENCH_RULES.items():
+        clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED), confidence=0.99,
+                                   **kw).fit(Xtr, ytr)
+        l = len(clf.classes_)
+        assert clf._fitted_fast() is not None  # the compiled path is the one tested
+        ref = _reference(clf.member_votes(Xte), clf.rule_, l)
+        for n_jobs in (None, 1, 2, -1):
+            clf.set_params(n_jobs=n_jobs)
+            _check(clf, Xte, ref, (name, label, n_jobs))
+            _check(clf, Xte[:7], _slice(ref, slice(0, 7)), (name, label, n_jobs, "small"))
+        # the numpy path (large batches) on the same rows
+        clf.set_params(n_jobs=None)
+        monkeypatch.setattr(classifier.HaltingClassifier, "_KERNEL_MAX_ROWS", 1)
+        _check(clf, Xte, ref, (name, label, "numpy"))
+        monkeypatch.undo()
+        # row by row (the one-row path), float64 and float32
+        for dtype in (np.float64, np.float32):
+            Xd = Xte.astype(dtype)
+            one = np.concatenate([clf.predict(Xd[i:i + 1]) for i in range(60)])
+            assert np.array_equal(one, clf.classes_[ref.labels[:60]]), (name, label, dtype)
+        for i in range(0, 60, 13):
+            _check(clf, Xte[i:i + 1], _slice(ref, slice(i, i + 1)), (name, label, i))
+
+
+def _slice(res, s):
+    return engine.HaltResult(labels=res.labels[s], n_queried=res.n_queried[s], counts=res.counts[s],
+                             n_members=res.n_members, stopped=res.stopped[s])
+
+
+@pytest.mark.parametrize("size", [N - 1, N, N + 1])
+def test_batches_around_the_kernel_threshold(size):
+    X, y = load("twonorm", n_samples=300 + size, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED)).fit(X[:300], y[:300])
+    ref = _reference(clf.member_votes(X[300:]), clf.rule_, 2)
+    for n_jobs in (None, 2):
+        clf.set_params(n_jobs=n_jobs)
+        _check(clf, X[300:], ref, (size, n_jobs))
+
+
+@pytest.mark.parametrize("kind", ["et", "bag"])
+def test_kernel_extra_trees_and_bagging_feature_subsets(kind):
+    X, y = load("waveform", n_samples=1300, random_state=ev.SEED)
+    est = {"et": ExtraTreesClassifier(31, bootstrap=True, random_state=ev.SEED),
+           "bag": BaggingClassifier(n_estimators=15, max_features=0.5, random_state=ev.SEED)}[kind]
+    clf = ev.HaltingClassifier(est).fit(X[:300], y[:300])
+    ref = _reference(clf.member_votes(X[300:]), clf.rule_, 3)
+    for n_jobs in (None, 2):
+        clf.set_params(n_jobs=n_jobs)
+        _check(clf, X[300:], ref, (kind, n_jobs))
+        _check(clf, X[300:301], _slice(ref, slice(0, 1)), (kind, n_jobs, "one row"))
+
+
+def test_kernel_routes_missing_values_as_the_trees_do():
+    X, y = load("twonorm", n_samples=1300, random_state=ev.SEED)
+    rng = np.random.default_rng(0)
+    X[rng.random(X.shape) < 0.1] = np.nan  # trees learn missing_go_to_left
+    clf = ev.HaltingClassifier(RandomForestClassifier(41, random_state=ev.SEED), rule="exact").fit(X[:300], y[:300])
+    ref = _reference(clf.member_votes(X[300:]), clf.rule_, 2)
+    _check(clf, X[300:], ref, "nan")
+    one = np.concatenate([clf.predict(X[i:i + 1]) for i in range(300, 400)])
+    assert np.array_equal(one, clf.classes_[ref.labels[:100]])
+
+
+def test_many_classes_fall_back_to_the_reference_engine():
+    # l = 5 at T = 101: the union-bound urn rule has no flat stop table; the reference engine runs it
+    rng = np.random.default_rng(ev.SEED)
+    X = rng.normal(size=(900, 6))
+    y = np.argmax(X[:, :5] + rng.normal(scale=0.5, size=(900, 5)), axis=1)
+    clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED), n_jobs=2).fit(X[:400], y[:400])
+    assert engine.stop_table(clf.rule_, 101, 5) is None and clf._fitted_fast() is None
+    ref = _reference(clf.member_votes(X[400:]), clf.rule_, 5)
+    _check(clf, X[400:], ref, "many classes")
+    assert np.array_equal(clf.predict(X[400:401]), clf.classes_[ref.labels[:1]])
+
+
+def test_a_replaced_rule_is_not_run_with_the_old_table():
+    X, y = load("twonorm", n_samples=700, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(51, random_state=ev.SEED)).fit(X[:300], y[:300])
+    clf.rule_ = ev.FixedRule(5)
+    ref = _reference(clf.member_votes(X[300:]), clf.rule_, 2)
+    assert (ref.n_queried == 5).all()
+    _check(clf, X[300:], ref, "replaced")
+    _check(clf, X[300:301], _slice(ref, slice(0, 1)), "replaced, one row")
+
+
+def test_n_jobs_values():
+    import numba
+
+    assert kernel.resolve_n_jobs(None) == kernel.resolve_n_jobs(1) == 1
+    assert kernel.resolve_n_jobs(-1) == numba.config.NUMBA_NUM_THREADS
+    assert kernel.resolve_n_jobs(10**6) == numba.config.NUMBA_NUM_THREADS
+    X, y = load("twonorm", n_samples=400, random_state=ev.SEED)
+    for bad in (0, 1.5, "all", True):
+        with pytest.raises(ValueError, match="n_jobs"):
+            ev.HaltingClassifier(RandomForestClassifier(5, random_state=0), n_jobs=bad).fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_lean_paths_give_the_same_errors():
+    X, y = load("twonorm", n_samples=400, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(21, random_state=ev.SEED)).fit(X[:300], y[:300])
+    for rows in (X[300:301].copy(), X[300:310].copy()):  # one row; a small batch
+        for method in (clf.predict, clf.predict_proba, clf.halt):
+            with pytest.raises(ValueError, match="features"):
+                method(rows[:, :-1])
+            for bad in (np.inf, -np.inf, 1e300):
+                xb = rows.copy()
+                xb[0, 3] = bad
+                with pytest.raises(ValueError, match="infinity or a value too large"):
+                    method(xb)
+                with pytest.raises(ValueError, match="infinity or a value too large"):
+                    method(xb.astype(np.float32))
+    row = X[300:301].copy()
+    # NaN is routed by the trees (allow-nan), as in the full path
+    xn = row.copy()
+    xn[0, 0] = np.nan
+    assert np.array_equal(clf.predict(xn), clf.predict(np.repeat(xn, N + 1, axis=0))[:1])
+    # float32, Fortran order, a list: the same labels
+    want = clf.predict(row)
+    assert np.array_equal(clf.predict(row.astype(np.float32)), want)
+    assert np.array_equal(clf.predict(np.asfortranarray(X[300:310]))[:1], want)
+    assert np.array_equal(clf.predict(row.tolist()), want)
+    # feature names: fitted with names, an ndarray warns as in the full path
+    import pandas as pd
+
+    df = pd.DataFrame(X[:300], columns=[f"f{i}" for i in range(X.shape[1])])
+    named = ev.HaltingClassifier(RandomForestClassifier(11, random_state=0)).fit(df, y[:300])
+    with pytest.warns(UserWarning, match="feature names"):
+        named.predict(row)
+    with pytest.raises(ValueError, match="feature names"):
+        named.predict(df.iloc[:1, ::-1])
+    with pytest.warns(UserWarning, match="feature names"):
+        plain = named.predict(X[:1])
+    assert np.array_equal(named.predict(df.iloc[:1]), plain)
+
+
+def test_predict_proba_is_the_vote_fractions_of_the_members_queried():
+    X, y = load("waveform", n_samples=900, random_state=ev.SEED)
+    names = np.array(["c", "a", "b"])[y]  # classes_ sorted: a, b, c
+    clf = ev.HaltingClassifier(RandomForestClassifier(51, random_state=ev.SEED)).fit(X[:300], names[:300])
+    p = clf.predict_proba(X[300:])
+    res = clf.halt(X[300:])
+    assert p.shape == (600, 3)
+    assert np.allclose(p.sum(axis=1), 1.0)
+    assert np.allclose(p * res.n_queried[:, None], res.counts)
+    assert np.array_equal(clf.classes_[np.argmax(p, axis=1)], clf.predict(X[300:]))
+    votes = clf.member_votes(X[300:])
+    for i in range(0, 600, 37):  # column c = fraction of the first n_queried votes for classes_[c]
+        nq = res.n_queried[i]
+        assert np.allclose(p[i], np.bincount(votes[i, :nq], minlength=3) / nq)
+    assert np.array_equal(clf.predict_proba(X[300:301]), p[:1])
+
+
+def test_oob_votes_are_kept_from_fit():
+    X, y = load("twonorm", n_samples=300, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(31, random_state=ev.SEED)).fit(X, y)
+    assert clf.oob_votes_.shape == (300, 2)
+    assert np.array_equal(clf.oob_votes_, clf.oob_votes(X))  # the old call, same counts
+    assert np.array_equal(clf.prior_, ev.oob_prior(clf.oob_votes_, 31))
+    n_oob = np.zeros(300, dtype=int)
+    for drawn in clf.estimator_.estimators_samples_:
+        n_oob += ~np.isin(np.arange(300), drawn)
+    assert np.array_equal(clf.oob_votes_.sum(axis=1), n_oob)
+    no_boot = ev.HaltingClassifier(ExtraTreesClassifier(11, random_state=0)).fit(X, y)
+    assert no_boot.oob_votes_ is None
+
+
+def test_kernels_compile_and_are_cached():
+    assert kernel.compile_kernels() >= 0.0
+    assert kernel._forest_serial.signatures and kernel._forest_one.signatures
