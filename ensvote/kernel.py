@@ -117,23 +117,15 @@ def _forest_parallel(X, block, left, right, feature, threshold, nan_left, node_c
 def _forest_one(x, left, right, feature, threshold, nan_left, node_code, roots, table, check):
     """One row ``x`` (float32 or float64, 1-D): ``(code, n_queried)``, or ``(-1, 0)`` if a
     feature is infinite once cast to float32 (the caller then runs the full validation)."""
-    x32 = np.empty(x.shape[0], dtype=np.float32)
+    x32 = np.empty((1, x.shape[0]), dtype=np.float32)
     for k in range(x.shape[0]):
-        x32[k] = np.float32(x[k])
-        if np.isinf(x32[k]):
+        x32[0, k] = np.float32(x[k])
+        if np.isinf(x32[0, k]):
             return -1, 0
     T = roots.shape[0]
     code = 0
     for j in range(T):
-        node = roots[j]
-        while left[node] != -1:
-            v = x32[feature[node]]
-            if np.isnan(v):
-                node = left[node] if nan_left[node] else right[node]
-            elif np.float64(v) <= threshold[node]:
-                node = left[node]
-            else:
-                node = right[node]
+        node = _walk(x32, 0, roots[j], left, right, feature, threshold, nan_left)
         code += node_code[node]
         if j + 1 < T and check[j + 1] and table[code]:
             return code, j + 1
