@@ -104,7 +104,7 @@ def bench_fit_predict(ls, repeat, n_rows=1000, T=101):
                 _cold()
                 p = ev.oob_prior(clf.oob_votes(Xtr), T) if prior == "oob" else None
                 rule = ev.UrnRule(T, ALPHA, prior=p)
-                rule._prepare(T, l)
+                rule.prepare(T, l)
                 ev.engine.stop_table(rule, T, l)
                 return rule
             _, t_beyond = _best(beyond, repeat)

@@ -85,7 +85,7 @@ def interleaved(fs, repeat):
 
 
 def before_halt(clf, X):
-    """``clf.halt`` through the previous engine: blocks of 4..64 members, ``rule._stop`` per block."""
+    """``clf.halt`` through the previous engine: blocks of 4..64 members, ``rule.decide`` per block."""
     X32 = clf._validate_X(X)
 
     def fetch(rows, a, b):

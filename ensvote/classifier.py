@@ -217,7 +217,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 f"the rule's prior is over {self.rule_.n_classes} classes but y has {len(self.classes_)}"
             )
         # a configuration beyond a limit (e.g. a many-class table too large) fails here, not in predict
-        self.rule_._prepare(self.n_members_, len(self.classes_))
+        self.rule_.prepare(self.n_members_, len(self.classes_))
         tab = stop_table(self.rule_, self.n_members_, len(self.classes_))
         # the rule it was built for, its stop table and the label table: the compiled loop's inputs
         self._fast = (self.rule_, tab, None if tab is None else _label_table(self.n_members_, len(self.classes_)))

@@ -156,7 +156,7 @@ def stop_table(rule, n_members, n_classes):
     (never looked up).  The table has ``2 * (T + 1) ** l`` entries: codes from
     ``(T + 1) ** l`` up are False, so a fast path can park a stopped row there
     and keep adding votes without it stopping again (at most ``T`` votes add
-    less than ``(T + 1) ** l``).  Built once per ``rule._table_key()`` (its
+    less than ``(T + 1) ** l``).  Built once per ``rule.table_key()`` (its
     type, threshold, prior), ``T`` and ``l``, and cached.
 
     Returns
@@ -166,12 +166,12 @@ def stop_table(rule, n_members, n_classes):
         ``T + 1``) lets the fast paths skip the look-ups after members where no
         row can stop (e.g. the first few).  None when
         the rule has no table key (e.g. a user-defined rule; the engine then
-        calls ``rule._stop`` block by block) or ``(T + 1) ** l`` exceeds
+        calls ``rule.decide`` block by block) or ``(T + 1) ** l`` exceeds
         ``MAX_STOP_TABLE``.
     """
-    rule._prepare(n_members, n_classes)
+    rule.prepare(n_members, n_classes)
     T, l = int(n_members), int(n_classes)
-    key_rule = rule._table_key(l)
+    key_rule = rule.table_key(l)
     if key_rule is None or power_exceeds(T + 1, l, MAX_STOP_TABLE):
         return None
     key = (key_rule, T, l)
@@ -189,7 +189,7 @@ def stop_table(rule, n_members, n_classes):
         states = np.column_stack([states[rows], offs])
     states = states[states.sum(axis=1) > 0]
     table = np.zeros(2 * (T + 1) ** l, dtype=bool)
-    stops = np.asarray(rule._stop(states), dtype=bool)
+    stops = np.asarray(rule.decide(states), dtype=bool)
     table[states @ stride.astype(np.int64)] = stops
     stops_at = np.zeros(T + 1, dtype=bool)
     stops_at[states[stops].sum(axis=1)] = True
@@ -312,7 +312,7 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
     (sizes 4, 8, ..., 64) and only for rows still voting, so members after a
     row's stop are, apart from the rest of its block, never evaluated.
     """
-    rule._prepare(n_members, n_classes)
+    rule.prepare(n_members, n_classes)
     counts = np.zeros((n_rows, n_classes), dtype=np.int64)
     n_queried = np.full(n_rows, n_members, dtype=np.int64)
     stopped = np.zeros(n_rows, dtype=bool)
@@ -324,7 +324,7 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
         stop = start + width
         v = np.asarray(fetch(active, start, stop), dtype=np.int64)
         cum = np.cumsum(v[:, :, None] == classes, axis=1) + counts[active][:, None, :]
-        halted = rule._stop(cum)
+        halted = rule.decide(cum)
         if stop == n_members:
             stopped[active[halted[:, -1]]] = True  # the rule's own call at the last member
             halted[:, -1] = True

@@ -77,7 +77,7 @@ def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state
         except ValueError as exc:
             raise ValueError(f"prior must be over the rule's ensemble size T={T}: {exc}") from None
     l = support.shape[1]
-    rule._prepare(T, l)
+    rule.prepare(T, l)
     if method == "mc":
         n_samples = check_positive_int(n_samples, name="n_samples")
         check_size(n_samples * T, what=f"n_samples={n_samples:,} draws of T={T} votes")
@@ -134,7 +134,7 @@ def _expected_queries_exact_binary(rule, k_values, probs, T):
         nxt[:, 1:] += alive * p0
         nxt[:, :-1] += alive * p1
         states = np.column_stack([np.arange(s + 2), s + 1 - np.arange(s + 2)])
-        stops = rule._stop(states)
+        stops = rule.decide(states)
         nxt[:, stops] = 0.0
         alive = nxt
         expected += alive.sum(axis=1)

@@ -483,12 +483,12 @@ class OptimalRule(HaltingRule):
         out["prior"] = None if self.prior is None else "<given>"
         return out
 
-    def _prepare(self, n_members, n_classes):
-        super()._prepare(n_members, n_classes)
+    def prepare(self, n_members, n_classes):
+        super().prepare(n_members, n_classes)
         if n_classes is not None and n_classes != self.n_classes:
             raise ValueError(f"the rule was built for {self.n_classes} classes, the votes have {n_classes}")
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         return (type(self), self.n_members, self.n_classes, self._key)
 
     def table(self):
@@ -498,7 +498,7 @@ class OptimalRule(HaltingRule):
         """
         return self._table.copy()
 
-    def _stop(self, t):
+    def decide(self, t):
         return self._table[tuple(np.moveaxis(t, -1, 0))]
 
     def stop_probability(self, counts):
@@ -554,7 +554,7 @@ def policy_value(rule, prior, *, n_classes=None):
         T = len(np.asarray(prior)) - 1
     T = _check_T(T)
     support, probs, l = _resolve_prior(prior, T, n_classes)
-    rule._prepare(T, l)
+    rule.prepare(T, l)
     model = _model(T, support, probs)
     stops = [np.zeros((1,) * (l - 1), dtype=bool)]
     for s in range(1, T + 1):

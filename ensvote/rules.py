@@ -48,41 +48,111 @@ MAX_T_STAR = 10**5
 
 
 class HaltingRule:
-    """Base class.  Subclasses implement ``_stop(counts) -> bool array``."""
+    """Base class of the halting rules; subclass it for a rule of your own.
+
+    The rule protocol
+    -----------------
+    The engine (:func:`ensvote.halt`, :class:`ensvote.HaltingClassifier`,
+    :func:`ensvote.expected_queries`) talks to a rule through three methods:
+
+    ``decide(counts)`` (required)
+        ``counts`` is an int64 array of shape ``(..., l)``, already validated
+        (non-negative, each total at most ``T``; all-zero vectors may occur
+        and are never stopped by the engine).  Return a bool array of shape
+        ``(...)``: True where the vote may stop.  Vectorised, no side effects.
+    ``prepare(n_members, n_classes)`` (optional)
+        Called before voting with the ensemble size ``T`` and the number of
+        classes ``l`` (None when not known yet): check compatibility (raise
+        ``ValueError``) and build any tables; idempotent.  The default checks
+        ``n_members`` against :attr:`n_members` when that is set.
+    ``table_key(n_classes)`` (optional)
+        A hashable identity of the stop decision (e.g. ``(type(self), k)``) or
+        None, the default.  With a key the engine evaluates ``decide`` once on
+        every count vector with at most ``T`` votes, caches the answers as a
+        flat table (:func:`ensvote.engine.stop_table`) and votes with the
+        fast paths (the compiled loop of :mod:`ensvote.kernel` included);
+        two rules with equal keys must decide alike.  With None the engine
+        calls ``decide`` on blocks of votes (:func:`ensvote.engine.run_halting`).
+
+    Every finite rule is stopped at ``T`` by the engine whatever ``decide``
+    says there.
+
+    Examples
+    --------
+    A margin rule (stop once the leader is ``k`` votes ahead, as LightGBM's
+    ``pred_early_stop`` does):
+
+    >>> import numpy as np
+    >>> from ensvote import HaltingRule, halt
+    >>> class Lead(HaltingRule):
+    ...     def __init__(self, k):
+    ...         self.k = k
+    ...     def decide(self, counts):
+    ...         top2 = -np.sort(-counts, axis=-1)[..., :2]
+    ...         return top2[..., 0] - top2[..., 1] >= self.k
+    ...     def table_key(self, n_classes):
+    ...         return (type(self), self.k)
+    >>> votes = np.array([[1, 1, 0, 1, 1], [0, 1, 0, 1, 1]])
+    >>> halt(votes, Lead(2)).n_queried
+    array([2, 5])
+    >>> Lead(2).stop([[3, 1], [2, 1]])
+    array([ True, False])
+    """
 
     #: Size of the ensemble the rule is built for (``None``: any size).
     n_members = None
 
     def stop(self, counts):
-        """Whether the vote may stop at these counts.
+        """Whether the vote may stop at these counts (validated; see :meth:`decide`).
 
         Parameters
         ----------
         counts : array_like of int, shape (..., l)
+            Votes per class; each total at most :attr:`n_members` when set.
 
         Returns
         -------
         ndarray of bool, shape (...)
+            True where the rule stops; never at an all-zero vector.
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> UrnRule(T=101, confidence=0.99).stop([[10, 0], [6, 4]])
+        array([ True, False])
         """
         t = check_counts(counts, max_sum=self.n_members,
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         s = t.sum(axis=-1)
-        self._prepare(self.n_members, t.shape[-1])
-        return self._stop(t) & (s > 0)
+        self.prepare(self.n_members, t.shape[-1])
+        return self.decide(t) & (s > 0)
 
-    def _prepare(self, n_members, n_classes):
-        """Check compatibility with an ensemble and build tables (idempotent)."""
+    def decide(self, counts):
+        """True where the vote may stop at ``counts`` (int64, shape ``(..., l)``, validated).
+
+        The one method a rule must implement (see the class docstring).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement decide(counts)")
+
+    def prepare(self, n_members, n_classes):
+        """Check compatibility with an ensemble of ``n_members`` and build tables (idempotent).
+
+        Raises
+        ------
+        ValueError
+            If the rule was built for another ensemble size.
+        """
         if self.n_members is not None and n_members != self.n_members:
             raise ValueError(
                 f"{type(self).__name__} was built for T={self.n_members} members, "
                 f"but the ensemble has {n_members}"
             )
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         """Hashable identity of the stop decision, for cached stop tables.
 
-        ``None`` (the default, e.g. for user-defined rules) means: do not
-        tabulate, call :meth:`_stop` on the counts instead.
+        ``None`` (the default) means: do not tabulate, call :meth:`decide`
+        on the counts instead.
         """
         return None
 
@@ -160,20 +230,20 @@ class InfiniteRule(HaltingRule):
                                    why="MAX_T_STAR, the largest table built")
         return _t_star_table(self.confidence, t_max)[: t_max + 1].copy()
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         return (type(self), self.confidence)
 
     def confidence_of(self, counts):
         """L(y*|t) for the current majority (see :func:`infinite_confidence`)."""
         return infinite_confidence(counts)
 
-    def _stop(self, t):
+    def decide(self, t):
         s = t.sum(axis=-1)
         big = s > MAX_T_STAR
         if np.any(big):  # beyond the table: the confidence itself (the same test, per row)
             out = np.zeros(s.shape, dtype=bool)
             out[big] = infinite_confidence(t[big]) > self.confidence
-            out[~big] = self._stop(t[~big])
+            out[~big] = self.decide(t[~big])
             return out
         table = _t_star_table(self.confidence, int(s.max(initial=0)))
         if t.shape[-1] == 2:
@@ -344,8 +414,8 @@ class UrnRule(HaltingRule):
             out["method"] = self.method
         return out
 
-    def _prepare(self, n_members, n_classes):
-        super()._prepare(n_members, n_classes)
+    def prepare(self, n_members, n_classes):
+        super().prepare(n_members, n_classes)
         if n_classes is not None and self.n_classes is not None and n_classes != self.n_classes:
             raise ValueError(f"the rule's prior is over {self.n_classes} classes, the votes have {n_classes}")
         if n_classes is not None and self._uses_bound(n_classes):
@@ -395,7 +465,7 @@ class UrnRule(HaltingRule):
         for vectors with more than ``T`` votes or of probability 0 under the prior).
         """
         l = check_positive_int(n_classes, name="n_classes", minimum=2)
-        self._prepare(self.n_members, l)
+        self.prepare(self.n_members, l)
         T = self.n_members
         if power_exceeds(T + 1, l, MAX_DENSE_TABLE) or self._uses_bound(l):
             return None
@@ -432,7 +502,7 @@ class UrnRule(HaltingRule):
                     need[c, m] = xs[np.argmax(ok)]
         return need
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         T = self.n_members
         if power_exceeds(T + 1, n_classes, MAX_DENSE_TABLE):
             return None  # on-demand confidences: tabulating every state would be slow
@@ -445,7 +515,7 @@ class UrnRule(HaltingRule):
         """P*(t, T) of the current majority (table look-up where available)."""
         t = check_counts(counts, max_sum=self.n_members,
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
-        self._prepare(self.n_members, t.shape[-1])
+        self.prepare(self.n_members, t.shape[-1])
         return self._confidence(t)
 
     def _confidence(self, t):
@@ -475,7 +545,7 @@ class UrnRule(HaltingRule):
                 self._memo[uniq[r].tobytes()] = float(v)
         return vals[inv.reshape(-1)].reshape(t.shape[:-1])
 
-    def _stop(self, t):
+    def decide(self, t):
         conf = self._confidence(t)
         return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
 
@@ -501,16 +571,16 @@ class ExactRule(HaltingRule):
     def _params(self):
         return {"T": self.n_members}
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         return (type(self), self.n_members)
 
     def confidence_of(self, counts):
         """1.0 where the outcome is already decided, else 0.0."""
         t = check_counts(counts, max_sum=self.n_members,
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
-        return self._stop(t).astype(float)
+        return self.decide(t).astype(float)
 
-    def _stop(self, t):
+    def decide(self, t):
         R = self.n_members - t.sum(axis=-1)
         c = np.argmax(t, axis=-1)
         tc = np.take_along_axis(t, c[..., None], axis=-1)
@@ -536,14 +606,14 @@ class FixedRule(HaltingRule):
     def _params(self):
         return {"n": self.n}
 
-    def _prepare(self, n_members, n_classes):
+    def prepare(self, n_members, n_classes):
         if n_members is not None and self.n > n_members:
             raise ValueError(f"FixedRule n={self.n} must lie in 1..T, but the ensemble has T={n_members} members")
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         return (type(self), self.n)
 
-    def _stop(self, t):
+    def decide(self, t):
         return t.sum(axis=-1) >= self.n
 
 
@@ -553,7 +623,7 @@ _RULE_NAMES = ("urn", "infinite", "exact")
 def make_rule(rule, *, n_members, confidence=0.99, prior=None):
     """Build a rule from a name (``"urn"``, ``"infinite"``, ``"exact"``) or check a rule object."""
     if isinstance(rule, HaltingRule):
-        rule._prepare(n_members, None)
+        rule.prepare(n_members, None)
         return rule
     if not isinstance(rule, str):
         raise TypeError(f"rule must be one of {_RULE_NAMES} or a HaltingRule, got {rule!r}")

@@ -101,7 +101,7 @@ def test_stop_table_cache_key_includes_threshold_and_prior():
 
 
 class _EveryThird(HaltingRule):
-    def _stop(self, t):
+    def decide(self, t):
         return t.sum(axis=-1) % 3 == 0
 
 

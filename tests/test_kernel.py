@@ -1,7 +1,7 @@
 """The compiled stop loop (ensvote.kernel) gives exactly the reference engine's results.
 
 The reference is :func:`ensvote.engine.run_halting` on the vote matrix of
-``member_votes`` (block by block, ``rule._stop`` on the counts), with no stop
+``member_votes`` (block by block, ``rule.decide`` on the counts), with no stop
 table.  ``HaltingClassifier`` runs the compiled loop on one row, on dense
 batches of fewer than ``_KERNEL_MAX_ROWS`` rows and with ``n_jobs > 1``, and
 the numpy path on larger batches; both are checked here, as are ``n_jobs``,

@@ -69,10 +69,10 @@ class MarginRule(HaltingRule):
     def _params(self):
         return {"k": self.k}
 
-    def _table_key(self, n_classes):
+    def table_key(self, n_classes):
         return (type(self), self.k)
 
-    def _stop(self, t):
+    def decide(self, t):
         top2 = -np.partition(-t, 1, axis=-1)[..., :2]
         return top2[..., 0] - top2[..., 1] >= self.k
 
