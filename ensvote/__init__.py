@@ -13,7 +13,9 @@ ensemble once its outcome is (almost) certain:
 plus the engine :func:`halt`, the rules :class:`ExactRule` and
 :class:`FixedRule`, the Bayes-optimal policy for a disagreement budget
 :class:`OptimalRule` (with :func:`policy_value`), and the scikit-learn
-meta-estimator :class:`HaltingClassifier`.
+meta-estimator :class:`HaltingClassifier`.  Rules keep the tables they
+build in bounded caches; :func:`clear_caches` empties them and
+:func:`cache_info` lists them.
 
 ``import ensvote`` stays light: scikit-learn (which loads pandas when it is
 installed) is imported on first use of :class:`HaltingClassifier`; the
@@ -21,6 +23,7 @@ experiments (:mod:`ensvote.experiments`, pandas, joblib, tqdm, Dask) and the
 datasets (:mod:`ensvote.datasets`) are imported only when asked for.
 """
 
+from ._cache import cache_info, clear_caches
 from ._utils import SEED
 from .confidence import (
     compositions,
@@ -61,6 +64,8 @@ __all__ = [
     "UrnRule",
     "ExactRule",
     "FixedRule",
+    "cache_info",
+    "clear_caches",
     "compositions",
     "current_majority",
     "expected_queries",

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from . import kernel
 from ._utils import SEED
 from ._validation import check_probability
-from .engine import HaltResult, _Tally, _label_table, run_halting, stop_table, table_result
+from .engine import HaltResult, TreeEnsemble
 from .optimal import OptimalRule, check_budget, check_classes
 from .priors import oob_prior
 from .rules import HaltingRule, UrnRule, make_rule
@@ -18,18 +18,6 @@ from .rules import HaltingRule, UrnRule, make_rule
 __all__ = ["HaltingClassifier"]
 
 _ENSEMBLES = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
-
-
-def _columns(X, feats):
-    """The columns ``feats`` of ``X`` (None: all), C-contiguous when dense, as the trees want them."""
-    if feats is None:
-        return X
-    return X[:, feats] if sparse.issparse(X) else np.ascontiguousarray(X[:, feats])
-
-
-def _take_rows(X, idx):
-    """Rows ``idx`` of a dense array or a CSR matrix."""
-    return X[idx] if sparse.issparse(X) else np.take(X, idx, axis=0)
 
 
 def _tree_input(X):
@@ -40,12 +28,6 @@ def _tree_input(X):
         X = X.copy()
         X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
     return X
-
-
-def _by_leaf(leaves, tree):
-    """A stable order of rows that groups equal leaf ids (radix sort on 16-bit keys when they fit)."""
-    key = leaves.astype(np.int16 if tree.node_count < 2 ** 15 else np.int32)
-    return np.argsort(key, kind="stable")
 
 
 class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
@@ -99,10 +81,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     n_jobs : int or None, default=None
         Threads for ``predict``, ``predict_proba`` and ``halt`` on dense
         ``X``: None or 1 one thread, -1 every core (``-2`` all but one, ...).
-        With more than one thread, dense batches go through the compiled
-        loop (:mod:`ensvote.kernel`) with rows spread over threads; sparse
-        ``X`` and rules without a stop table always use one thread.  Rows
-        are independent, so the results are identical for any ``n_jobs``.
+        Dense ``X`` goes through the compiled loop (:mod:`ensvote.kernel`),
+        its rows spread over the threads; sparse ``X`` and rules without a
+        stop table use one thread.  Rows are independent, so the results
+        are identical for any ``n_jobs``.
         (The wrapped ensemble's own ``n_jobs`` applies to its ``fit``.)
 
     ``X`` may be a dense array or a scipy sparse matrix (used as CSR for
@@ -154,7 +136,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
         ``fit_params`` (e.g. ``sample_weight``) go to the ensemble's ``fit``.
         """
-        self.__dict__.pop("_fast", None)  # set again at the end of a fit that succeeds
+        self.__dict__.pop("_ensemble", None)  # set again by a fit that gets that far
         est = self.estimator
         if est is None:
             est = RandomForestClassifier(n_estimators=101, random_state=SEED)
@@ -188,17 +170,12 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 raise TypeError(f"ensemble members must be decision trees, got {type(m).__name__}")
         self.n_members_ = len(members)
         feats = getattr(self.estimator_, "estimators_features_", None)
-        self._features = list(feats) if feats is not None else [None] * self.n_members_
-        # leaf -> class index (in self.classes_), per member
-        self._leaf_class = [
-            np.asarray(m.classes_).take(np.argmax(m.tree_.value[:, 0, :], axis=1)).astype(np.int64)
-            for m in members
-        ]
-        # leaf -> code increment of the leaf's class (mixed radix T + 1, see engine.stop_table)
-        stride = (self.n_members_ + 1) ** np.arange(len(self.classes_) - 1, -1, -1)
-        self._leaf_code = [stride.astype(np.int32).take(lc) for lc in self._leaf_class]
-        # the trees' node arrays, flattened for the compiled loop (small batches, one row, n_jobs)
-        self._forest = kernel.ForestArrays([m.tree_ for m in members], self._features, self._leaf_code)
+        # the members as the engine votes with them: per node, the class index it votes for (the
+        # ensembles fit their members on class indices, so a member's classes_ are indices into classes_)
+        self._ensemble = TreeEnsemble(
+            [m.tree_ for m in members], list(feats) if feats is not None else [None] * self.n_members_,
+            [np.asarray(m.classes_).take(np.argmax(m.tree_.value[:, 0, :], axis=1)) for m in members],
+            len(self.classes_))
         self.oob_votes_ = self._oob_votes(X, validated=True) if getattr(self.estimator_, "bootstrap", False) else None
         if budget_mode:
             check_classes(len(self.classes_))  # before the out-of-bag prior is estimated
@@ -216,11 +193,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             raise ValueError(
                 f"the rule's prior is over {self.rule_.n_classes} classes but y has {len(self.classes_)}"
             )
-        # a configuration beyond a limit (e.g. a many-class table too large) fails here, not in predict
+        # a configuration beyond a limit (e.g. a many-class table too large) fails here, not in predict;
+        # the stop table is built now, not on the first request
         self.rule_.prepare(self.n_members_, len(self.classes_))
-        tab = stop_table(self.rule_, self.n_members_, len(self.classes_))
-        # the rule it was built for, its stop table and the label table: the compiled loop's inputs
-        self._fast = (self.rule_, tab, None if tab is None else _label_table(self.n_members_, len(self.classes_)))
+        self._ensemble.plan(self.rule_)
         return self
 
     def _build_prior(self, X, y):
@@ -264,19 +240,15 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             oob[drawn] = False
             rows = np.flatnonzero(oob)
             if rows.size:
-                np.add.at(votes, (rows, self._member_predict(j, _take_rows(X32, rows))), 1)
+                np.add.at(votes, (rows, self._ensemble.member_votes(j, X32[rows])), 1)
         return votes
 
     # ------------------------------------------------------------------
-    def _member_predict(self, j, X32):
-        Xj = _columns(X32, self._features[j])
-        return self._leaf_class[j][self.estimator_.estimators_[j].tree_.apply(Xj)]
-
     def member_votes(self, X):
         """Votes of every member, shape ``(n_rows, n_members)``, as class indices into ``classes_``."""
         check_is_fitted(self, "estimator_")
         X32 = self._validate_X(X)
-        return np.column_stack([self._member_predict(j, X32) for j in range(self.n_members_)])
+        return self._ensemble.vote_matrix(X32)
 
     def _validate_X(self, X):
         # float32, C order (or CSR), as the trees' own predict wants it (as RandomForestClassifier does)
@@ -293,7 +265,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             row; ``counts`` of votes per class (columns follow ``classes_``).
         """
         check_is_fitted(self, "estimator_")
-        res = self._halt_codes(X)
+        res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
         return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
                           counts=res.counts, n_members=res.n_members, stopped=res.stopped)
 
@@ -314,28 +286,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             Columns in the order of ``classes_``; rows sum to 1.
         """
         check_is_fitted(self, "estimator_")
-        res = self._halt_codes(X)
+        res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
         return res.counts / res.n_queried[:, None]
-
-    #: Dense batches of fewer rows than this go through the compiled loop
-    #: (:mod:`ensvote.kernel`) with one thread; larger ones through the numpy
-    #: path of ``_halt_trees`` (faster from about this size on; see
-    #: ``benchmarks/bench_latency.py``).
-    _KERNEL_MAX_ROWS = 4096
-
-    def _fitted_fast(self):
-        """``(table, labels)`` for the compiled loop: the stop table and label table kept at ``fit``
-        for ``rule_`` (None: the rule has no stop table, or ``rule_`` was replaced since ``fit``)."""
-        fast = self.__dict__.get("_fast")
-        if fast is None or fast[1] is None or fast[0] is not self.rule_:
-            return None
-        return fast[1], fast[2]
-
-    def _use_kernel(self, X32):
-        """Whether validated rows ``X32`` go through the compiled loop (else the numpy path)."""
-        if sparse.issparse(X32):
-            return False
-        return X32.shape[0] < self._KERNEL_MAX_ROWS or kernel.resolve_n_jobs(self.n_jobs) > 1
 
     def _X(self, X):
         """``X`` as the trees want it; a float ndarray of the right width takes a lean path.
@@ -346,7 +298,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         goes through :meth:`_validate_X`, so the errors are the same.
         """
         if (type(X) is np.ndarray and X.ndim == 2 and X.dtype.kind == "f" and X.dtype.itemsize in (4, 8)
-                and 0 < X.shape[0] < self._KERNEL_MAX_ROWS and X.shape[1] == self.n_features_in_
+                and X.shape[0] > 0 and X.shape[1] == self.n_features_in_
                 and "feature_names_in_" not in self.__dict__):
             with np.errstate(over="ignore"):
                 X32 = np.ascontiguousarray(X, dtype=np.float32)
@@ -354,109 +306,20 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 return X32
         return self._validate_X(X)
 
-    def _halt_codes(self, X):
-        """:class:`HaltResult` of ``X`` with labels as class indices: compiled loop, numpy path or reference engine."""
-        T, l = self.n_members_, len(self.classes_)
-        fast = self._fitted_fast()
-        if fast is not None:
-            X32 = self._X(X)
-            tab = fast[0]
-            if self._use_kernel(X32):
-                code, n_queried = kernel.run_forest(X32, self._forest, tab.table, tab.stops_at, self.n_jobs)
-            else:
-                code, n_queried = self._halt_trees(X32, *tab)
-            return table_result(code, n_queried, T, tab.table, tab.stride)
-        X32 = self._validate_X(X)
-        tab = stop_table(self.rule_, T, l)
-        if tab is not None:
-            return table_result(*self._halt_trees(X32, *tab), T, tab.table, tab.stride)
-        else:
-            def fetch(rows, a, b):
-                Xa = _take_rows(X32, rows)
-                out = np.empty((len(rows), b - a), dtype=np.int64)
-                for j in range(a, b):
-                    out[:, j - a] = self._member_predict(j, Xa)
-                return out
-
-            return run_halting(fetch, X32.shape[0], T, l, self.rule_)
-
-    #: Compact the active rows (copy their features) once this fraction of
-    #: the rows being evaluated has stopped (see ``benchmarks/bench_speed.py``).
-    _COMPACT_AT = 0.1
-    #: Row sets at least this large are reordered by leaf (see ``_halt_trees``).
-    _SORT_MIN_ROWS = 64
-
-    def _halt_trees(self, X32, table, stride, stops_at):
-        """The fast path: one tree at a time over the rows still voting.
-
-        Returns the code each row ended at and the members it queried.
-
-        Each row carries its count vector as one mixed-radix code (see
-        :func:`ensvote.engine.stop_table`); a tree adds the code of its leaf's
-        class, and the stop check is one table look-up (skipped after trees
-        ``j`` with ``stops_at[j + 1]`` False, e.g. the first few, where no row
-        can stop).  A stopped row's code is parked at ``(T + 1) ** l``, where
-        the table is False, and the row stays in the evaluated set until a
-        tenth of it has stopped; then the active rows' features are copied
-        into a smaller array.
-
-        Rows are evaluated in an order that groups similar rows: after the
-        first tree they are sorted by its leaf, and at each compaction the
-        survivors by the current tree's leaf.  Rows that share a leaf tend to
-        take the same branches in the next trees, which the processor predicts
-        far better than a random sequence of rows; the results do not depend
-        on the order (the tally maps rows back to the caller's).
-        """
-        T = self.n_members_
-        n = X32.shape[0]
-        trees = [m.tree_ for m in self.estimator_.estimators_]
-        leaf_code = self._leaf_code
-        feats = self._features
-        tally = _Tally(n, T, table, stops_at, self._COMPACT_AT)
-        Xc = X32  # features of the evaluated rows, in tally's order
-        for j in range(T):
-            if tally.n_live == 0:
-                break
-            leaves = trees[j].apply(_columns(Xc, feats[j]))
-            tally.code += leaf_code[j].take(leaves)
-            if j == 0 and n >= self._SORT_MIN_ROWS:  # group rows that share tree 0's leaf
-                order = _by_leaf(leaves, trees[0])
-                tally.select(order)
-                Xc, leaves = _take_rows(Xc, order), leaves[order]
-            keep = tally.stop_after(j)
-            if keep is not None:
-                if len(keep) >= self._SORT_MIN_ROWS:  # survivors grouped by this tree's leaf
-                    keep = keep[_by_leaf(leaves[keep], trees[j])]
-                tally.select(keep)
-                Xc = _take_rows(Xc, keep)
-        return tally.code_end, tally.n_queried
-
     def predict(self, X):
         """Hard majority vote of the members queried until the rule stops.
 
         The same labels as ``halt(X).labels``, without assembling the counts.
         """
-        fast = self._fitted_fast()  # None before fit too: check_is_fitted then raises
-        if fast is None:
+        ens = self.__dict__.get("_ensemble")
+        if ens is None:
             check_is_fitted(self, "estimator_")
-            T, l = self.n_members_, len(self.classes_)
-            tab = stop_table(self.rule_, T, l)
-            if tab is None:
-                return self.halt(X).labels
-            code_end, _ = self._halt_trees(self._validate_X(X), *tab)
-            return self.classes_.take(_label_table(T, l).take(code_end))
-        tab, labels = fast
         if (type(X) is np.ndarray and X.shape == (1, self.n_features_in_)
                 and (X.dtype == np.float64 or X.dtype == np.float32) and X.flags.c_contiguous
                 and "feature_names_in_" not in self.__dict__):
             # one request: the row goes straight to the compiled loop, which checks it for
             # infinities (anything it refuses gets the full validation below, and its errors)
-            code, _ = kernel.run_one(X[0], self._forest, tab.table, tab.stops_at)
-            if code >= 0:
-                return self.classes_.take(labels[code:code + 1])
-        X32 = self._X(X)
-        if self._use_kernel(X32):
-            code_end, _ = kernel.run_forest(X32, self._forest, tab.table, tab.stops_at, self.n_jobs)
-        else:
-            code_end, _ = self._halt_trees(X32, *tab)
-        return self.classes_.take(labels.take(code_end))
+            label = ens.label_one(X[0], self.rule_)
+            if label >= 0:
+                return self.classes_[label:label + 1]
+        return self.classes_.take(ens.labels(self._X(X), self.rule_, self.n_jobs))

@@ -472,3 +472,7 @@ def _finite_with_prior(t, i, support, probs):
         rest = special.logsumexp(np.where(win, -np.inf, logw), axis=1)
         out[start:start + chunk] = _ratio_from_logs(num, rest)
     return out.reshape(t.shape[:-1])
+
+
+#: The memoised functions of this module, emptied by :func:`ensvote.clear_caches`.
+_LRU_FUNCTIONS = (_dirichlet_argmax_prob, _compositions_cached)

@@ -4,19 +4,20 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from scipy import sparse
 
+from ._cache import BoundedCache
 from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, power_exceeds
 from .rules import HaltingRule
 
-__all__ = ["HaltResult", "halt"]
+__all__ = ["HaltResult", "StopTable", "TreeEnsemble", "halt", "label_table", "run_halting", "stop_table"]
 
 # upper bound on the entries of one block's cumulative count array (rows x members x classes)
 _BLOCK_ENTRIES = 4_000_000
 # largest flat stop table ((T + 1) ** l booleans) the fast paths build
 MAX_STOP_TABLE = 2_200_000
-_STOP_TABLES = {}
-_STOP_TABLES_MAX = 32
-_LABEL_TABLES = {}
+_STOP_TABLES = BoundedCache("stop tables", 32)
+_LABEL_TABLES = BoundedCache("label tables", 32)
 
 
 @dataclass(frozen=True, repr=False)
@@ -178,7 +179,7 @@ def stop_table(rule, n_members, n_classes):
     hit = _STOP_TABLES.get(key)
     if hit is not None:
         return hit
-    stride = ((T + 1) ** np.arange(l - 1, -1, -1)).astype(np.int32)
+    stride = code_stride(T, l)
     # every count vector with 1 <= sum <= T, built class by class
     states = np.zeros((1, 0), dtype=np.int64)
     for c in range(l):
@@ -195,10 +196,15 @@ def stop_table(rule, n_members, n_classes):
     stops_at[states[stops].sum(axis=1)] = True
     for a in (table, stride, stops_at):
         a.setflags(write=False)
-    if len(_STOP_TABLES) >= _STOP_TABLES_MAX:
-        _STOP_TABLES.pop(next(iter(_STOP_TABLES)))
     hit = _STOP_TABLES[key] = StopTable(table, stride, stops_at)
     return hit
+
+
+def code_stride(n_members, n_classes):
+    """The code increment of a vote for each class: ``(T + 1) ** (l - 1 - c)`` (see :func:`stop_table`)."""
+    stride = ((int(n_members) + 1) ** np.arange(int(n_classes) - 1, -1, -1)).astype(np.int32)
+    stride.setflags(write=False)
+    return stride
 
 
 def _decode(code, n_members, n_classes):
@@ -211,10 +217,10 @@ def _decode(code, n_members, n_classes):
     return counts
 
 
-def _label_table(n_members, n_classes):
+def label_table(n_members, n_classes):
     """Majority class (lowest index on ties) of every mixed-radix code below ``(T + 1) ** l``.
 
-    ``_label_table(T, l)[code]`` is the label of a row that ended at ``code``
+    ``label_table(T, l)[code]`` is the label of a row that ended at ``code``
     (see :func:`stop_table`); cached per ``(T, l)``.
     """
     key = (int(n_members), int(n_classes))
@@ -223,15 +229,13 @@ def _label_table(n_members, n_classes):
         T, l = key
         hit = np.argmax(_decode(np.arange((T + 1) ** l, dtype=np.int32), T, l), axis=1)
         hit.setflags(write=False)
-        if len(_LABEL_TABLES) >= _STOP_TABLES_MAX:
-            _LABEL_TABLES.pop(next(iter(_LABEL_TABLES)))
         _LABEL_TABLES[key] = hit
     return hit
 
 
 def table_result(code, n_queried, n_members, table, stride):
     """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members."""
-    return HaltResult(labels=_label_table(n_members, len(stride)).take(code), n_queried=n_queried,
+    return HaltResult(labels=label_table(n_members, len(stride)).take(code), n_queried=n_queried,
                       counts=_decode(code, n_members, len(stride)), n_members=n_members,
                       stopped=table[code])
 
@@ -342,3 +346,188 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
     labels = np.argmax(counts, axis=1)
     return HaltResult(labels=labels, n_queried=n_queried, counts=counts, n_members=n_members,
                       stopped=stopped)
+
+
+# --------------------------------------------------------------------------
+# the tree path: a fitted ensemble of decision trees, voting through the engine
+# --------------------------------------------------------------------------
+def _columns(X, feats):
+    """The columns ``feats`` of ``X`` (None: all), C-contiguous when dense, as the trees want them."""
+    if feats is None:
+        return X
+    return X[:, feats] if sparse.issparse(X) else np.ascontiguousarray(X[:, feats])
+
+
+def _take_rows(X, idx):
+    """Rows ``idx`` of a dense array or a CSR matrix."""
+    return X[idx] if sparse.issparse(X) else np.take(X, idx, axis=0)
+
+
+def _by_leaf(leaves, tree):
+    """A stable order of rows that groups equal leaf ids (radix sort on 16-bit keys when they fit)."""
+    key = leaves.astype(np.int16 if tree.node_count < 2 ** 15 else np.int32)
+    return np.argsort(key, kind="stable")
+
+
+class TreeEnsemble:
+    """The members of a fitted tree ensemble, as the engine votes with them.
+
+    Holds each member's tree, the columns it reads and, per node, the class
+    it votes for, both as a class index and as the code increment of
+    :func:`stop_table`'s mixed-radix count code, plus the same trees
+    flattened for the compiled loop (:class:`ensvote.kernel.ForestArrays`).
+    :meth:`halt` and :meth:`labels` run the stop loop for a rule: dense rows
+    through the compiled loop of :mod:`ensvote.kernel`, sparse rows through
+    a numpy loop that applies one tree at a time to the rows still voting,
+    and a rule without a stop table through :func:`run_halting`.  All three
+    give identical results.  :class:`ensvote.HaltingClassifier` builds one
+    at ``fit``.
+
+    Parameters
+    ----------
+    trees : list of sklearn.tree._tree.Tree
+        The members' ``tree_``, in query order.
+    features : list of (array of int or None)
+        Per member, the columns of ``X`` it was fitted on (None: all).
+    leaf_class : list of ndarray of int
+        Per member, the class index (``0..n_classes-1``) each node votes for.
+    n_classes : int
+        Number of classes ``l``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from ensvote import UrnRule
+    >>> from ensvote.engine import TreeEnsemble
+    >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+    >>> y = (X[:, 0] > 0).astype(int)
+    >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+    >>> leaf_class = [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_]
+    >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31, leaf_class, 2)
+    >>> res = ens.halt(X, UrnRule(T=31))
+    >>> bool(np.all(res.labels == y)), bool(res.mean_queried < 31)
+    (True, True)
+    """
+
+    #: numpy path: compact the rows still voting (copy their features) once
+    #: this fraction of the rows being evaluated has stopped.
+    COMPACT_AT = 0.1
+    #: numpy path: row sets at least this large are reordered by leaf.
+    SORT_MIN_ROWS = 64
+
+    def __init__(self, trees, features, leaf_class, n_classes):
+        from . import kernel
+
+        self.trees, self.features = list(trees), list(features)
+        self.leaf_class = [np.asarray(c, dtype=np.int64) for c in leaf_class]
+        if not (len(self.trees) == len(self.features) == len(self.leaf_class)) or not self.trees:
+            raise ValueError("trees, features and leaf_class must be non-empty lists of equal length")
+        self.n_members, self.n_classes = len(self.trees), int(n_classes)
+        stride = code_stride(self.n_members, self.n_classes)
+        self.leaf_code = [stride.take(c) for c in self.leaf_class]
+        self.arrays = kernel.ForestArrays(self.trees, self.features, self.leaf_code)
+        self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
+
+    # ------------------------------------------------------------------
+    def member_votes(self, j, X):
+        """Class indices member ``j`` votes for on rows ``X`` (float32 array or CSR matrix)."""
+        return self.leaf_class[j][self.trees[j].apply(_columns(X, self.features[j]))]
+
+    def vote_matrix(self, X):
+        """Votes of every member, shape ``(n_rows, n_members)``, as class indices."""
+        out = np.empty((X.shape[0], self.n_members), dtype=np.int64)
+        for j in range(self.n_members):
+            out[:, j] = self.member_votes(j, X)
+        return out
+
+    def plan(self, rule):
+        """``(stop_table, label_table)`` for ``rule`` (None: the rule has no stop table); kept for the last rule."""
+        rule_, tab, labels = self._plan
+        if rule_ is not rule:
+            tab = stop_table(rule, self.n_members, self.n_classes)
+            labels = None if tab is None else label_table(self.n_members, self.n_classes)
+            self._plan = (rule, tab, labels)
+        return None if tab is None else (tab, labels)
+
+    # ------------------------------------------------------------------
+    def halt(self, X, rule, n_jobs=None):
+        """:class:`HaltResult` of rows ``X`` (validated float32 array or CSR matrix); labels are class indices."""
+        plan = self.plan(rule)
+        if plan is None:
+            return run_halting(self._fetch(X), X.shape[0], self.n_members, self.n_classes, rule)
+        tab = plan[0]
+        return table_result(*self._codes(X, tab, n_jobs), self.n_members, tab.table, tab.stride)
+
+    def labels(self, X, rule, n_jobs=None):
+        """The class index each row of ``X`` ends at (``halt(X, rule).labels`` without the counts)."""
+        plan = self.plan(rule)
+        if plan is None:
+            return self.halt(X, rule).labels
+        code_end, _ = self._codes(X, plan[0], n_jobs)
+        return plan[1].take(code_end)
+
+    def label_one(self, x, rule):
+        """The class index for one dense row ``x`` (1-D float32/float64, C-contiguous, right width).
+
+        No validation beyond infinity: -1 when ``x`` has a feature that is
+        infinite as float32 (the caller then validates it in full), or when
+        ``rule`` has no stop table.
+        """
+        plan = self.plan(rule)
+        if plan is None:
+            return -1
+        from . import kernel
+
+        code, _ = kernel.run_one(x, self.arrays, plan[0].table, plan[0].stops_at)
+        return -1 if code < 0 else int(plan[1][code])
+
+    # ------------------------------------------------------------------
+    def _fetch(self, X):
+        def fetch(rows, a, b):
+            Xa = _take_rows(X, rows)
+            out = np.empty((len(rows), b - a), dtype=np.int64)
+            for j in range(a, b):
+                out[:, j - a] = self.member_votes(j, Xa)
+            return out
+
+        return fetch
+
+    def _codes(self, X, tab, n_jobs):
+        """The code each row ended at and the members it queried: compiled loop (dense) or numpy loop (sparse)."""
+        if sparse.issparse(X):
+            return self._codes_numpy(X, tab)
+        from . import kernel
+
+        return kernel.run_forest(X, self.arrays, tab.table, tab.stops_at, n_jobs)
+
+    def _codes_numpy(self, X, tab):
+        """The numpy loop: one tree at a time (``Tree.apply``) over the rows still voting.
+
+        A tree adds the code of its leaf's class to each row's code and the
+        stop check is one table look-up (skipped after trees ``j`` with
+        ``stops_at[j + 1]`` False); a stopped row is parked (see
+        :class:`_Tally`) and the rows still voting are copied into a smaller
+        matrix once a tenth of them has stopped, grouped by the current
+        tree's leaf (rows sharing a leaf tend to take the same branches in
+        the next trees).  The results do not depend on the order.
+        """
+        T, n = self.n_members, X.shape[0]
+        tally = _Tally(n, T, tab.table, tab.stops_at, self.COMPACT_AT)
+        Xc = X  # features of the evaluated rows, in tally's order
+        for j in range(T):
+            if tally.n_live == 0:
+                break
+            leaves = self.trees[j].apply(_columns(Xc, self.features[j]))
+            tally.code += self.leaf_code[j].take(leaves)
+            if j == 0 and n >= self.SORT_MIN_ROWS:  # group rows that share tree 0's leaf
+                order = _by_leaf(leaves, self.trees[0])
+                tally.select(order)
+                Xc, leaves = _take_rows(Xc, order), leaves[order]
+            keep = tally.stop_after(j)
+            if keep is not None:
+                if len(keep) >= self.SORT_MIN_ROWS:  # survivors grouped by this tree's leaf
+                    keep = keep[_by_leaf(leaves[keep], self.trees[j])]
+                tally.select(keep)
+                Xc = _take_rows(Xc, keep)
+        return tally.code_end, tally.n_queried

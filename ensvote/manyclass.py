@@ -39,6 +39,7 @@ import hashlib
 import numpy as np
 from scipy import special
 
+from ._cache import BoundedCache
 from ._validation import check_counts, check_positive_int
 
 __all__ = [
@@ -59,8 +60,7 @@ __all__ = [
 #: needs one table per class: ``l = 10`` up to ``T = 215``, ``l = 26`` up to ``T = 156``.
 MAX_PAIR_TABLE_BYTES = 64 * 2 ** 20
 
-_TABLES = {}
-_TABLES_MAX = 6
+_TABLES = BoundedCache("pair tables", 6)
 
 
 # --------------------------------------------------------------------------
@@ -273,8 +273,6 @@ def pair_table(T, n_classes, prior=None):
     else:
         vals = _prior_values(T, prior.probs, base, size)
     tab = PairTable(vals, base, T, l)
-    if len(_TABLES) >= _TABLES_MAX:
-        _TABLES.pop(next(iter(_TABLES)))
     _TABLES[key] = tab
     return tab
 

@@ -27,6 +27,7 @@ import hashlib
 import numpy as np
 from scipy import special
 
+from ._cache import BoundedCache
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
                           check_size, power_exceeds)
 from .confidence import _prior_argument, check_prior, finite_confidence, infinite_confidence
@@ -165,7 +166,7 @@ class HaltingRule:
 
 
 # --------------------------------------------------------------------------
-_TSTAR_CACHE = {}
+_TSTAR_CACHE = BoundedCache("t*(t; π) tables", 16)
 
 
 def _t_star_table(pi, t_max):
@@ -257,7 +258,7 @@ class InfiniteRule(HaltingRule):
 
 
 # --------------------------------------------------------------------------
-_URN_TABLES = {}
+_URN_TABLES = BoundedCache("urn confidence tables", 16)
 
 
 def _prior_key(support, probs):

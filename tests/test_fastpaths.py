@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy import sparse
 from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier, RandomForestClassifier
 
 import ensvote as ev
@@ -133,13 +134,14 @@ def test_classifier_tree_fast_path_equals_reference(name, kind, monkeypatch):
     Xtr, ytr, Xte = X[:400], y[:400], X[400:]
     for rule in ("urn", "infinite", "exact", ev.FixedRule(5)):
         clf = ev.HaltingClassifier(est, rule=rule).fit(Xtr, ytr)
-        monkeypatch.setattr(type(clf), "_COMPACT_AT", 0.05)  # compact often
-        fast = clf.halt(Xte)
+        monkeypatch.setattr(engine.TreeEnsemble, "COMPACT_AT", 0.05)  # the numpy loop compacts often
         ref = _reference(clf.member_votes(Xte), clf.rule_, len(clf.classes_))
-        assert np.array_equal(fast.labels, clf.classes_[ref.labels])
-        assert np.array_equal(clf.predict(Xte), fast.labels)  # predict's labels-only path
-        for f in FIELDS:
-            assert np.array_equal(getattr(fast, f), getattr(ref, f)), (rule, f)
+        for X_ in (Xte, sparse.csr_matrix(Xte)):  # the compiled loop, the numpy loop
+            fast = clf.halt(X_)
+            assert np.array_equal(fast.labels, clf.classes_[ref.labels])
+            assert np.array_equal(clf.predict(X_), fast.labels)  # predict's labels-only path
+            for f in FIELDS:
+                assert np.array_equal(getattr(fast, f), getattr(ref, f)), (rule, f)
         monkeypatch.undo()
 
 
@@ -180,11 +182,11 @@ def test_label_table_is_majority_lowest_index_on_ties(l):
     grid = np.indices((T + 1,) * l).reshape(l, -1).T
     grid = grid[grid.sum(axis=1) <= T]
     stride = (T + 1) ** np.arange(l - 1, -1, -1)
-    got = engine._label_table(T, l)[grid @ stride]
+    got = engine.label_table(T, l)[grid @ stride]
     assert np.array_equal(got, np.argmax(grid, axis=1))  # argmax: first maximum
     ties = grid[(grid[:, 0] == grid[:, -1]) & (grid[:, 0] == grid.max(axis=1))]
-    assert len(ties) and np.all(engine._label_table(T, l)[ties @ stride] == 0)
-    assert engine._label_table(T, l) is engine._label_table(T, l)  # cached
+    assert len(ties) and np.all(engine.label_table(T, l)[ties @ stride] == 0)
+    assert engine.label_table(T, l) is engine.label_table(T, l)  # cached
 
 
 def test_predict_string_classes_matches_halt():
@@ -197,24 +199,25 @@ def test_predict_string_classes_matches_halt():
 
 @pytest.mark.parametrize("sort_min_rows", [1, 10**9])
 def test_row_order_does_not_change_results(sort_min_rows, monkeypatch):
-    # the fast path reorders rows by leaf (or not, below _SORT_MIN_ROWS); results are per caller row
+    # the numpy loop (sparse X) reorders rows by leaf (or not, below SORT_MIN_ROWS); results are per caller row
     X, y = load("waveform", n_samples=2000, random_state=ev.SEED)
     clf = ev.HaltingClassifier(RandomForestClassifier(41, random_state=ev.SEED)).fit(X[:500], y[:500])
     ref = _reference(clf.member_votes(X[500:]), clf.rule_, 3)
-    monkeypatch.setattr(type(clf), "_SORT_MIN_ROWS", sort_min_rows)
-    monkeypatch.setattr(type(clf), "_COMPACT_AT", 0.02)
-    res = clf.halt(X[500:])
+    monkeypatch.setattr(engine.TreeEnsemble, "SORT_MIN_ROWS", sort_min_rows)
+    monkeypatch.setattr(engine.TreeEnsemble, "COMPACT_AT", 0.02)
+    Xs = sparse.csr_matrix(X[500:])
+    res = clf.halt(Xs)
     assert np.array_equal(res.labels, ref.labels)
     for f in FIELDS:
         assert np.array_equal(getattr(res, f), getattr(ref, f)), f
-    assert np.array_equal(clf.predict(X[500:]), res.labels)
+    assert np.array_equal(clf.predict(Xs), res.labels)
 
 
 @pytest.mark.parametrize("node_count", [100, 2 ** 15, 70_000])
 def test_by_leaf_is_a_stable_sort_for_small_and_large_trees(node_count):
     from types import SimpleNamespace
 
-    from ensvote.classifier import _by_leaf
+    from ensvote.engine import _by_leaf
     leaves = np.random.default_rng(1).integers(0, node_count, 5000)
     order = _by_leaf(leaves, SimpleNamespace(node_count=node_count))
     assert np.array_equal(order, np.argsort(leaves, kind="stable"))

@@ -2,14 +2,15 @@
 
 The reference is :func:`ensvote.engine.run_halting` on the vote matrix of
 ``member_votes`` (block by block, ``rule.decide`` on the counts), with no stop
-table.  ``HaltingClassifier`` runs the compiled loop on one row, on dense
-batches of fewer than ``_KERNEL_MAX_ROWS`` rows and with ``n_jobs > 1``, and
-the numpy path on larger batches; both are checked here, as are ``n_jobs``,
-the lean small-batch path and its errors, ``predict_proba`` and ``oob_votes_``.
+table.  ``HaltingClassifier`` runs the compiled loop on dense ``X`` (one row
+and batches, any ``n_jobs``) and the engine's numpy loop on sparse ``X``;
+both are checked here, as are the walk at the trees' exact thresholds,
+``n_jobs``, the lean path and its errors, ``predict_proba`` and ``oob_votes_``.
 """
 
 import numpy as np
 import pytest
+from scipy import sparse
 from sklearn.ensemble import BaggingClassifier, ExtraTreesClassifier, RandomForestClassifier
 
 import ensvote as ev
@@ -20,7 +21,7 @@ FIELDS = ("labels", "n_queried", "counts", "stopped")
 #: the rules of benchmarks/bench_speed.py, at its T and alpha
 BENCH_RULES = {"HYPER": dict(rule="urn", prior="oob"), "SIBA": dict(rule="urn", prior="uniform"),
                "infinite": dict(rule="infinite"), "exact": dict(rule="exact")}
-N = classifier.HaltingClassifier._KERNEL_MAX_ROWS
+N = kernel.BLOCK
 
 
 def _reference(votes, rule, l):
@@ -60,17 +61,15 @@ def test_kernel_equals_reference_on_every_benchmark_dataset_and_rule(problem, mo
         clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED), confidence=0.99,
                                    **kw).fit(Xtr, ytr)
         l = len(clf.classes_)
-        assert clf._fitted_fast() is not None  # the compiled path is the one tested
+        assert clf._ensemble.plan(clf.rule_) is not None  # the compiled path is the one tested
         ref = _reference(clf.member_votes(Xte), clf.rule_, l)
         for n_jobs in (None, 1, 2, -1):
             clf.set_params(n_jobs=n_jobs)
             _check(clf, Xte, ref, (name, label, n_jobs))
             _check(clf, Xte[:7], _slice(ref, slice(0, 7)), (name, label, n_jobs, "small"))
-        # the numpy path (large batches) on the same rows
+        # the numpy loop (sparse X) on the same rows
         clf.set_params(n_jobs=None)
-        monkeypatch.setattr(classifier.HaltingClassifier, "_KERNEL_MAX_ROWS", 1)
-        _check(clf, Xte, ref, (name, label, "numpy"))
-        monkeypatch.undo()
+        _check(clf, sparse.csr_matrix(Xte), ref, (name, label, "numpy"))
         # row by row (the one-row path), float64 and float32
         for dtype in (np.float64, np.float32):
             Xd = Xte.astype(dtype)
@@ -85,8 +84,9 @@ def _slice(res, s):
                              n_members=res.n_members, stopped=res.stopped[s])
 
 
-@pytest.mark.parametrize("size", [N - 1, N, N + 1])
-def test_batches_around_the_kernel_threshold(size):
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 17, N - 1, N, N + 1, 2 * N + 9])
+def test_batches_around_the_walk_groups_and_blocks(size):
+    # rows are walked eight at a time (a tail of fewer walked one by one) in blocks of BLOCK rows
     X, y = load("twonorm", n_samples=300 + size, random_state=ev.SEED)
     clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED)).fit(X[:300], y[:300])
     ref = _reference(clf.member_votes(X[300:]), clf.rule_, 2)
@@ -108,6 +108,35 @@ def test_kernel_extra_trees_and_bagging_feature_subsets(kind):
         _check(clf, X[300:301], _slice(ref, slice(0, 1)), (kind, n_jobs, "one row"))
 
 
+@pytest.mark.parametrize("kind", ["rf", "bag"])
+def test_kernel_walks_rows_on_the_thresholds_as_the_trees_do(kind):
+    # the loops compare float32 values with the float64 thresholds rounded down to float32; rows whose
+    # feature sits exactly on a threshold, or one float32 step either side of it, must take the branch
+    # Tree.apply takes
+    X, y = load("waveform", n_samples=400, random_state=ev.SEED)
+    est = {"rf": RandomForestClassifier(15, random_state=ev.SEED),
+           "bag": BaggingClassifier(n_estimators=9, max_features=0.5, random_state=ev.SEED)}[kind]
+    clf = ev.HaltingClassifier(est, rule=ev.FixedRule(est.n_estimators)).fit(X, y)
+    rows = []
+    for j, m in enumerate(clf.estimator_.estimators_):
+        t = m.tree_
+        feats = getattr(clf.estimator_, "estimators_features_", [np.arange(X.shape[1])] * 15)[j]
+        for node in np.flatnonzero(t.children_left != -1)[:40]:
+            thr = np.float32(t.threshold[node])
+            for v in (thr, np.nextafter(thr, np.float32(-np.inf)), np.nextafter(thr, np.float32(np.inf))):
+                r = X[node % len(X)].astype(np.float32)
+                r[feats[t.feature[node]]] = v
+                rows.append(r)
+    Xe = np.array(rows, dtype=np.float32)
+    ref = _reference(clf.member_votes(Xe), clf.rule_, 3)
+    for n_jobs in (None, 2):
+        clf.set_params(n_jobs=n_jobs)
+        _check(clf, Xe, ref, (kind, n_jobs))
+    for i in range(0, len(Xe), 11):
+        assert clf.predict(Xe[i:i + 1])[0] == clf.classes_[ref.labels[i]]
+    assert np.all(kernel._round_down_float32(np.array([0.1, -0.1, 1.5, 3.4e38])) <= [0.1, -0.1, 1.5, 3.4e38])
+
+
 def test_kernel_routes_missing_values_as_the_trees_do():
     X, y = load("twonorm", n_samples=1300, random_state=ev.SEED)
     rng = np.random.default_rng(0)
@@ -125,7 +154,7 @@ def test_many_classes_fall_back_to_the_reference_engine():
     X = rng.normal(size=(900, 6))
     y = np.argmax(X[:, :5] + rng.normal(scale=0.5, size=(900, 5)), axis=1)
     clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED), n_jobs=2).fit(X[:400], y[:400])
-    assert engine.stop_table(clf.rule_, 101, 5) is None and clf._fitted_fast() is None
+    assert engine.stop_table(clf.rule_, 101, 5) is None and clf._ensemble.plan(clf.rule_) is None
     ref = _reference(clf.member_votes(X[400:]), clf.rule_, 5)
     _check(clf, X[400:], ref, "many classes")
     assert np.array_equal(clf.predict(X[400:401]), clf.classes_[ref.labels[:1]])
@@ -172,7 +201,8 @@ def test_lean_paths_give_the_same_errors():
     # NaN is routed by the trees (allow-nan), as in the full path
     xn = row.copy()
     xn[0, 0] = np.nan
-    assert np.array_equal(clf.predict(xn), clf.predict(np.repeat(xn, N + 1, axis=0))[:1])
+    assert np.array_equal(clf.predict(xn), clf.predict(np.repeat(xn, 20, axis=0))[:1])
+    assert np.array_equal(clf.predict(xn), clf.predict(sparse.csr_matrix(np.repeat(xn, 20, axis=0)))[:1])
     # float32, Fortran order, a list: the same labels
     want = clf.predict(row)
     assert np.array_equal(clf.predict(row.astype(np.float32)), want)
