@@ -256,3 +256,18 @@ def test_oob_votes_are_kept_from_fit():
 def test_kernels_compile_and_are_cached():
     assert kernel.compile_kernels() >= 0.0
     assert kernel._forest_serial.signatures and kernel._forest_one.signatures
+
+
+def test_kernel_with_single_node_trees():
+    # members fitted on a one-class sample are a single leaf: the walk must stop at the root
+    rng = np.random.default_rng(ev.SEED)
+    X = rng.normal(size=(30, 3))
+    y = np.zeros(30, dtype=int)
+    y[:2] = 1
+    clf = ev.HaltingClassifier(RandomForestClassifier(25, random_state=0, max_samples=5), rule="exact").fit(X, y)
+    assert min(m.tree_.node_count for m in clf.estimator_.estimators_) == 1
+    Xt = rng.normal(size=(50, 3))
+    ref = _reference(clf.member_votes(Xt), clf.rule_, 2)
+    _check(clf, Xt, ref, "single-node trees")
+    for i in range(0, 50, 7):
+        assert clf.predict(Xt[i:i + 1])[0] == clf.classes_[ref.labels[i]]
