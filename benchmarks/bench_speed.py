@@ -127,6 +127,8 @@ def onnx_predictor(forest, n_features, threads=1):
     model = to_onnx(forest, np.zeros((1, n_features), dtype=np.float32), options={"zipmap": False})
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    # no busy-waiting threads after a call: they would take a core from whatever runs next
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     return lambda X: sess.run(None, {name: np.asarray(X, dtype=np.float32)})[0]
@@ -248,9 +250,10 @@ def main(argv=None):
             par = ev.HaltingClassifier(RandomForestClassifier(n_estimators=T, random_state=ev.SEED),
                                        confidence=ALPHA, n_jobs=n_jobs, **RULES["HYPER"]).fit(Xtr, ytr)
             par.predict(Xte[:1000])
-            t, outs = interleaved([lambda: clf.predict(Xte), lambda: par.predict(Xte),
-                                   lambda: forest_n.predict(Xte), lambda: onnx_n(Xte)], args.repeat)
+            # ensvote with one thread and with n_jobs, in turn; then the baselines with n_jobs threads
+            t, outs = interleaved([lambda: clf.predict(Xte), lambda: par.predict(Xte)], args.repeat)
             assert np.array_equal(outs[0], outs[1])  # identical labels for any n_jobs
+            t += interleaved([lambda: forest_n.predict(Xte), lambda: onnx_n(Xte)], args.repeat)[0]
             emit(section="cores", dataset=name, rule="HYPER", n_rows=len(Xte), n_classes=l, n_jobs=n_jobs,
                  tree_speedup=sp, vs_sklearn=t[2] / t[1], vs_onnx=t[3] / t[1], value=t[0] / t[1])
             print(f"{name:12s} HYPER     n_jobs={n_jobs}: {t[0] / t[1]:5.2f}x n_jobs=1; "

@@ -113,6 +113,35 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     classes_ : ndarray of class labels
     n_features_in_ : int
     n_members_ : int
+
+    Examples
+    --------
+    A forest of 31 trees on twonorm, halted by the urn rule with the
+    out-of-bag prior (HYPER, the default for a bootstrapping forest):
+
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from ensvote import HaltingClassifier, datasets
+    >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+    >>> X_test, y_test = datasets.load("twonorm", n_samples=200, random_state=1)
+    >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0),
+    ...                         rule="urn", confidence=0.99).fit(X, y)
+    >>> clf.rule_
+    UrnRule(T=31, confidence=0.99, prior='<given>')
+    >>> clf.predict(X_test[:5])
+    array([0, 1, 1, 1, 0])
+    >>> clf.score(X_test, y_test)
+    0.965
+    >>> round(clf.halt(X_test).mean_queried, 2)
+    10.83
+
+    Against the hard vote of all 31 trees (``rule="exact"`` reproduces it),
+    on about a third of the trees:
+
+    >>> full = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0),
+    ...                          rule="exact").fit(X, y)
+    >>> float(np.mean(clf.predict(X_test) == full.predict(X_test)))
+    1.0
     """
 
     def __init__(self, estimator=None, rule="urn", confidence=0.99, prior="auto", disagreement=None,
@@ -135,6 +164,38 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """Fit the ensemble on ``(X, y)`` and build the halting rule.
 
         ``fit_params`` (e.g. ``sample_weight``) go to the ensemble's ``fit``.
+
+        Parameters
+        ----------
+        X : array_like or sparse matrix, shape (n_rows, n_features)
+            Training data (NaN allowed, as the wrapped ensembles allow it).
+        y : array_like, shape (n_rows,)
+            Class labels, at least two classes.
+        **fit_params
+            Passed to the ensemble's ``fit``.
+
+        Returns
+        -------
+        self : HaltingClassifier
+
+        Raises
+        ------
+        TypeError
+            ``estimator`` is not a supported voting ensemble of trees, or
+            ``rule`` is neither a name nor a :class:`~ensvote.HaltingRule`.
+        ValueError
+            Bad ``confidence``, ``disagreement``, ``prior`` or ``n_jobs``, a
+            single class in ``y``, or a rule that does not fit the ensemble.
+
+        Examples
+        --------
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import HaltingClassifier, datasets
+        >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+        >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0),
+        ...                         rule="infinite").fit(X, y)
+        >>> clf.rule_, clf.n_members_, clf.classes_
+        (InfiniteRule(confidence=0.99), 31, array([0, 1]))
         """
         self.__dict__.pop("_ensemble", None)  # set again by a fit that gets that far
         est = self.estimator
@@ -225,6 +286,31 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         drawn to fit member ``j`` (``estimator_.estimators_samples_``).  ``X``
         must be the training data passed to ``fit``; ``fit`` already keeps
         these counts as :attr:`oob_votes_` for a bootstrapping ensemble.
+
+        Parameters
+        ----------
+        X : array_like or sparse matrix, shape (n_rows, n_features)
+            The training data passed to ``fit``.
+
+        Returns
+        -------
+        ndarray of int64, shape (n_rows, n_classes)
+            Columns follow ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import HaltingClassifier, datasets
+        >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+        >>> X_test, y_test = datasets.load("twonorm", n_samples=200, random_state=1)
+        >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0)).fit(X, y)
+        >>> votes = clf.oob_votes(X)
+        >>> votes[:3]
+        array([[ 0, 12],
+               [ 0,  8],
+               [ 1,  8]])
+        >>> bool((votes == clf.oob_votes_).all())
+        True
         """
         check_is_fitted(self, "estimator_")
         return self._oob_votes(X)
@@ -245,7 +331,33 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------
     def member_votes(self, X):
-        """Votes of every member, shape ``(n_rows, n_members)``, as class indices into ``classes_``."""
+        """Votes of every member, shape ``(n_rows, n_members)``, as class indices into ``classes_``.
+
+        Every member is evaluated (no halting): the vote matrix that
+        :func:`ensvote.halt` takes.
+
+        Parameters
+        ----------
+        X : array_like or sparse matrix, shape (n_rows, n_features)
+
+        Returns
+        -------
+        ndarray of int64, shape (n_rows, n_members)
+
+        Examples
+        --------
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import HaltingClassifier, datasets
+        >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+        >>> X_test, y_test = datasets.load("twonorm", n_samples=200, random_state=1)
+        >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0)).fit(X, y)
+        >>> from ensvote import halt
+        >>> votes = clf.member_votes(X_test)
+        >>> votes.shape
+        (200, 31)
+        >>> bool((halt(votes, clf.rule_).labels == clf.predict(X_test)).all())
+        True
+        """
         check_is_fitted(self, "estimator_")
         X32 = self._validate_X(X)
         return self._ensemble.vote_matrix(X32)
@@ -258,11 +370,30 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     def halt(self, X):
         """Query members row by row until ``rule_`` stops.
 
+        Parameters
+        ----------
+        X : array_like or sparse matrix, shape (n_rows, n_features)
+
         Returns
         -------
         HaltResult
             ``labels`` in the space of ``classes_``; ``n_queried`` members per
             row; ``counts`` of votes per class (columns follow ``classes_``).
+
+        Examples
+        --------
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import HaltingClassifier, datasets
+        >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+        >>> X_test, y_test = datasets.load("twonorm", n_samples=200, random_state=1)
+        >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0)).fit(X, y)
+        >>> res = clf.halt(X_test[:3])
+        >>> res.labels, res.n_queried
+        (array([0, 1, 1]), array([10,  7, 10]))
+        >>> res.counts
+        array([[8, 2],
+               [1, 6],
+               [2, 8]])
         """
         check_is_fitted(self, "estimator_")
         res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
@@ -280,10 +411,27 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         members gets 1.0 for its class.  Its row-wise argmax (lowest index on
         ties) is ``predict(X)``.
 
+        Parameters
+        ----------
+        X : array_like or sparse matrix, shape (n_rows, n_features)
+
         Returns
         -------
         ndarray of float, shape (n_rows, n_classes)
             Columns in the order of ``classes_``; rows sum to 1.
+
+        Examples
+        --------
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import HaltingClassifier, datasets
+        >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+        >>> X_test, y_test = datasets.load("twonorm", n_samples=200, random_state=1)
+        >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0)).fit(X, y)
+        >>> import numpy as np
+        >>> np.round(clf.predict_proba(X_test[:3]), 4)
+        array([[0.8   , 0.2   ],
+               [0.1429, 0.8571],
+               [0.2   , 0.8   ]])
         """
         check_is_fitted(self, "estimator_")
         res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
@@ -310,6 +458,25 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """Hard majority vote of the members queried until the rule stops.
 
         The same labels as ``halt(X).labels``, without assembling the counts.
+
+        Parameters
+        ----------
+        X : array_like or sparse matrix, shape (n_rows, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_rows,)
+            Labels from ``classes_``.
+
+        Examples
+        --------
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import HaltingClassifier, datasets
+        >>> X, y = datasets.load("twonorm", n_samples=300, random_state=0)
+        >>> X_test, y_test = datasets.load("twonorm", n_samples=200, random_state=1)
+        >>> clf = HaltingClassifier(RandomForestClassifier(n_estimators=31, random_state=0)).fit(X, y)
+        >>> clf.predict(X_test[:5]), y_test[:5]
+        (array([0, 1, 1, 1, 0]), array([0, 1, 1, 1, 0]))
         """
         ens = self.__dict__.get("_ensemble")
         if ens is None:

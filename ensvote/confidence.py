@@ -50,10 +50,23 @@ def current_majority(counts):
     Parameters
     ----------
     counts : array_like of int, shape (..., l)
+        Votes per class, ``l >= 2``.
 
     Returns
     -------
     ndarray of int, shape (...)
+        ``argmax(counts)`` along the last axis.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Counts that are not non-negative integers over at least two classes.
+
+    Examples
+    --------
+    >>> from ensvote import current_majority
+    >>> current_majority([[3, 1], [2, 2], [1, 4]])
+    array([0, 0, 1])
     """
     return np.argmax(check_counts(counts), axis=-1)
 
@@ -90,6 +103,28 @@ def infinite_confidence(counts, label=None):
     ndarray of float, shape (...)
         Values in ``[0, 1]``.  With no votes (all counts 0) this is
         ``2 ** -(l - 1)``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad counts (negative, non-integer, fewer than two classes) or a label
+        outside ``0..l-1``.
+
+    Examples
+    --------
+    Seven votes to three, and a tie (which goes to class 0, with confidence 1/2):
+
+    >>> import numpy as np
+    >>> from ensvote import infinite_confidence
+    >>> np.round(infinite_confidence([[7, 3], [3, 3]]), 4)
+    array([0.8867, 0.5   ])
+
+    Three classes (the lower bound of Eq. 8), for the leader and for class 1:
+
+    >>> float(np.round(infinite_confidence([6, 2, 1]), 4))
+    0.8782
+    >>> float(np.round(infinite_confidence([6, 2, 1], label=1), 4))
+    0.0618
     """
     t = check_counts(counts)
     i = _label_or_majority(t, label)
@@ -131,6 +166,24 @@ def infinite_confidence_exact(counts, label=None, *, epsabs=1e-13, epsrel=1e-11)
     Returns
     -------
     ndarray of float, shape (...)
+        The probability, clipped to ``[0, 1]``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad counts or label (as for :func:`infinite_confidence`).
+
+    Examples
+    --------
+    For two classes it equals Eq. 7; for three it is slightly above the
+    bound of :func:`infinite_confidence` (0.8782 here):
+
+    >>> import numpy as np
+    >>> from ensvote import infinite_confidence_exact
+    >>> np.round(infinite_confidence_exact([[7, 3]]), 4)
+    array([0.8867])
+    >>> float(np.round(infinite_confidence_exact([6, 2, 1]), 4))
+    0.8861
     """
     t = check_counts(counts)
     i = _label_or_majority(t, label)
@@ -187,9 +240,34 @@ def compositions(n, l):
 
     There are ``C(n + l - 1, l - 1)`` of them; rows are in lexicographic order.
 
+    Parameters
+    ----------
+    n : int >= 0
+        The sum (e.g. an ensemble size ``T``).
+    l : int >= 1
+        Number of parts (classes).
+
     Returns
     -------
     ndarray of int, shape (C(n + l - 1, l - 1), l), read-only
+
+    Raises
+    ------
+    ValueError
+        ``n`` or ``l`` out of range, or more rows than the array size limit.
+
+    Examples
+    --------
+    Every way three classes can share two votes:
+
+    >>> from ensvote import compositions
+    >>> compositions(2, 3)
+    array([[0, 0, 2],
+           [0, 1, 1],
+           [0, 2, 0],
+           [1, 0, 1],
+           [1, 1, 0],
+           [2, 0, 0]])
     """
     n = check_positive_int(n, name="n", minimum=0)
     l = check_positive_int(l, name="l", minimum=1)
@@ -210,10 +288,32 @@ def uniform_prior(T, n_classes=2):
     prior=None)`` uses this prior through a closed form; this explicit version
     exists so the two can be compared (Prop. 3 of Soto et al. 2016).
 
+    Parameters
+    ----------
+    T : int >= 1
+        Ensemble size.
+    n_classes : int >= 2, default=2
+        Number of classes ``l``.
+
     Returns
     -------
     prior : ndarray of shape (T + 1,) for two classes, else ``(support, probs)``
         See :func:`check_prior` for the accepted forms.
+
+    Raises
+    ------
+    ValueError
+        ``T`` or ``n_classes`` out of range, or a support too large to write out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote import uniform_prior
+    >>> uniform_prior(4)
+    array([0.2, 0.2, 0.2, 0.2, 0.2])
+    >>> support, probs = uniform_prior(2, n_classes=3)
+    >>> support.shape, np.round(probs, 4)
+    ((6, 3), array([0.1667, 0.1667, 0.1667, 0.1667, 0.1667, 0.1667]))
     """
     T = check_positive_int(T, name="T")
     n_classes = check_positive_int(n_classes, name="n_classes", minimum=2)
@@ -257,10 +357,42 @@ def check_prior(prior, T, n_classes=None):
 
     Probabilities must be finite, non-negative and sum to 1 (within 1e-9).
 
+    Parameters
+    ----------
+    prior : None, "uniform", array of shape (T + 1,) or (support, probs)
+        The prior, in one of the forms above.
+    T : int >= 1
+        Ensemble size the prior is over.
+    n_classes : int, optional
+        Number of classes the prior must have (default: any; 2 for the
+        uniform prior).
+
     Returns
     -------
     support : ndarray of int, shape (m, l)
     probs : ndarray of float, shape (m,)
+
+    Raises
+    ------
+    ValueError, TypeError
+        A prior of the wrong shape or class count, rows not summing to ``T``,
+        repeated rows, or probabilities that are not finite, non-negative and
+        summing to 1.
+
+    Examples
+    --------
+    A two-class prior over ``T = 3`` members, ``P(T_0 = k)`` for ``k = 0..3``:
+
+    >>> import numpy as np
+    >>> from ensvote.confidence import check_prior
+    >>> support, probs = check_prior(np.full(4, 0.25), T=3)
+    >>> support
+    array([[0, 3],
+           [1, 2],
+           [2, 1],
+           [3, 0]])
+    >>> probs
+    array([0.25, 0.25, 0.25, 0.25])
     """
     T = check_positive_int(T, name="T")
     if _prior_argument(prior) is None:
@@ -397,6 +529,26 @@ def finite_confidence(counts, T, prior=None, label=None, *, max_terms=2_000_000,
         Bad counts (negative, non-integer, not below 2**53, a row summing to
         more than ``T``), ``T`` outside ``1..MAX_T``, a bad prior, label,
         ``max_terms`` or ``n_mc``; the message names the argument.
+
+    Examples
+    --------
+    Seven votes to three out of ``T = 11``, and a 3-3 tie, under the uniform
+    prior (SIBA):
+
+    >>> import numpy as np
+    >>> from ensvote import finite_confidence
+    >>> np.round(finite_confidence([[7, 3], [3, 3]], T=11), 4)
+    array([1. , 0.5])
+
+    The same seven to three out of ``T = 101`` is far less certain, and a
+    prior that favours lopsided urns raises it:
+
+    >>> float(np.round(finite_confidence([7, 3], T=101), 4))
+    0.8999
+    >>> k = np.arange(102)
+    >>> prior = (k - 50.5) ** 2 / np.sum((k - 50.5) ** 2)
+    >>> float(np.round(finite_confidence([7, 3], T=101, prior=prior), 4))
+    0.9836
     """
     T = check_positive_int(T, name="T", maximum=MAX_T,
                            why="the exact two-class sum costs time proportional to T")

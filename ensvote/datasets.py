@@ -106,7 +106,18 @@ _PAPERS = {
 
 class ChecksumError(RuntimeError):
     """A vendored data file does not match its row of the manifest (sha256,
-    shape, class counts or missing values), or the manifest lacks the row."""
+    shape, class counts or missing values), or the manifest lacks the row.
+
+    Examples
+    --------
+    >>> from ensvote import datasets
+    >>> try:
+    ...     X, y = datasets.load("sonar")
+    ... except datasets.ChecksumError as exc:  # a corrupted installation
+    ...     print(exc)
+    >>> X.shape
+    (208, 60)
+    """
 
 
 # --------------------------------------------------------------------------
@@ -156,6 +167,19 @@ def make_twonorm(n_samples=DEFAULT_N_SAMPLES, *, random_state=None):
     -------
     X : ndarray of shape (n_samples, 20)
     y : ndarray of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``n_samples`` not an int in ``1..MAX_N_SAMPLES``, or a bad ``random_state``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.datasets import make_twonorm
+    >>> X, y = make_twonorm(100, random_state=0)
+    >>> X.shape, np.bincount(y).tolist()
+    ((100, 20), [44, 56])
     """
     n, rng, y = _start(n_samples, random_state, 2)
     a = 2 / np.sqrt(20)
@@ -171,6 +195,14 @@ def make_threenorm(n_samples=DEFAULT_N_SAMPLES, *, random_state=None):
     with mean ``(a, -a, a, -a, ...)``.  Here ``a = 2 / sqrt(20)``.  The Bayes
     error is about 10.5 %.  The parameters and return values are as in
     :func:`make_twonorm`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.datasets import make_threenorm
+    >>> X, y = make_threenorm(100, random_state=0)
+    >>> X.shape, np.bincount(y).tolist()
+    ((100, 20), [44, 56])
     """
     n, rng, y = _start(n_samples, random_state, 2)
     a = 2 / np.sqrt(20)
@@ -189,6 +221,14 @@ def make_ringnorm(n_samples=DEFAULT_N_SAMPLES, *, random_state=None):
     Breiman (1996) reports.  Some later descriptions use
     ``a = 1 / sqrt(20)``, but that gives 1.5 %.  The parameters and return
     values are as in :func:`make_twonorm`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.datasets import make_ringnorm
+    >>> X, y = make_ringnorm(100, random_state=0)
+    >>> X.shape, np.bincount(y).tolist()
+    ((100, 20), [44, 56])
     """
     n, rng, y = _start(n_samples, random_state, 2)
     Z = rng.standard_normal((n, 20))
@@ -217,6 +257,14 @@ def make_waveform(n_samples=DEFAULT_N_SAMPLES, *, random_state=None):
     equal priors.  The Bayes error of this model is about 13 % (computed
     numerically in the tests).  The parameters and
     return values are as in :func:`make_twonorm` (X has 21 columns).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.datasets import make_waveform
+    >>> X, y = make_waveform(100, random_state=0)
+    >>> X.shape, np.bincount(y).tolist()
+    ((100, 21), [29, 36, 35])
     """
     n, rng, y = _start(n_samples, random_state, 3)
     h = _waveform_bases()
@@ -254,6 +302,20 @@ def make_led(n_samples=DEFAULT_N_SAMPLES, *, noise=0.1, random_state=None):
     -------
     X : ndarray of shape (n_samples, 7), values 0.0 or 1.0
     y : ndarray of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad ``n_samples``, ``noise`` outside ``[0, 1]`` or a bad ``random_state``.
+
+    Examples
+    --------
+    Without noise each row is the digit's pattern:
+
+    >>> from ensvote.datasets import LED_SEGMENTS, make_led
+    >>> X, y = make_led(3, noise=0.0, random_state=0)
+    >>> bool((X == LED_SEGMENTS[y]).all()), X.shape
+    (True, (3, 7))
     """
     noise = _check_real(noise, "noise", 0, 1)
     n, rng, y = _start(n_samples, random_state, 10)
@@ -293,6 +355,22 @@ def make_circle(n_samples=DEFAULT_N_SAMPLES, *, radius=CIRCLE_RADIUS, noise=0.05
     -------
     X : ndarray of shape (n_samples, 2)
     y : ndarray of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad ``n_samples``, ``radius``, ``noise`` or ``random_state``.
+
+    Examples
+    --------
+    Exactly 5 % of the 100 labels are flipped:
+
+    >>> import numpy as np
+    >>> from ensvote.datasets import CIRCLE_RADIUS, make_circle
+    >>> X, y = make_circle(100, random_state=0)
+    >>> outside = np.hypot(X[:, 0], X[:, 1]) > CIRCLE_RADIUS
+    >>> X.shape, int(np.sum(y != outside))
+    ((100, 2), 5)
     """
     n = _check_n(n_samples)
     radius = _check_real(radius, "radius", 0, np.inf, low_open=True)
@@ -497,6 +575,18 @@ def catalog():
     ------
     ChecksumError
         The manifest lacks the row of a real dataset.
+
+    Examples
+    --------
+    >>> from ensvote import datasets
+    >>> cat = datasets.catalog()
+    >>> len(cat), sorted(cat.kind.unique())
+    (26, ['real', 'synthetic'])
+    >>> print(cat.loc[cat.name.isin(["breast", "twonorm"]),
+    ...               ["name", "n_samples", "n_features", "n_classes", "kind"]].to_string(index=False))
+       name  n_samples  n_features  n_classes      kind
+     breast        699           9          2      real
+    twonorm       <NA>          20          2 synthetic
     """
     rows = []
     for name in sorted(set(_PAPERS) - set(_GENERATORS)):
@@ -568,6 +658,25 @@ def load(name, *, n_samples=None, random_state=None, data_dir=None):
     ChecksumError
         A vendored file does not match its manifest row (sha256, shape,
         class counts, missing values), or the manifest has no row for it.
+
+    Examples
+    --------
+    A real dataset, with its missing values as NaN:
+
+    >>> import numpy as np
+    >>> from ensvote import datasets
+    >>> X, y = datasets.load("breast")
+    >>> X.shape, np.bincount(y).tolist(), int(np.isnan(X).sum())
+    ((699, 9), [458, 241], 16)
+
+    A synthetic one; one Generator passed to both calls draws independent
+    training and test sets:
+
+    >>> rng = np.random.default_rng(0)
+    >>> X_train, y_train = datasets.load("waveform", n_samples=300, random_state=rng)
+    >>> X_test, y_test = datasets.load("waveform", n_samples=1000, random_state=rng)
+    >>> X_train.shape, X_test.shape, bool((X_train[:5] != X_test[:5]).all())
+    ((300, 21), (1000, 21), True)
     """
     key = _resolve(name)
     if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):

@@ -40,6 +40,20 @@ class HaltResult:
         ran out first (for finite rules, which always stop at ``T``, False only
         for rows whose outcome at ``T`` the rule would not have called, e.g.
         :class:`~ensvote.InfiniteRule` rows still below π after all members).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote import ExactRule, halt
+    >>> votes = np.array([[0, 0, 0, 0, 0, 1, 0], [0, 1, 1, 0, 1, 0, 1]])
+    >>> res = halt(votes, ExactRule(7))
+    >>> res
+    HaltResult(n_rows=2, n_members=7, mean_queried=5.500)
+    >>> res.labels, res.n_queried
+    (array([0, 1]), array([4, 7]))
+    >>> res.counts
+    array([[4, 0],
+           [3, 4]])
     """
 
     labels: np.ndarray
@@ -50,12 +64,29 @@ class HaltResult:
 
     @property
     def mean_queried(self):
-        """Average number of members queried per row."""
+        """Average number of members queried per row (NaN for no rows).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule, halt
+        >>> halt(np.array([[0, 0, 0, 0, 0, 1, 0], [0, 1, 1, 0, 1, 0, 1]]), ExactRule(7)).mean_queried
+        5.5
+        """
         return float(np.mean(self.n_queried)) if len(self.n_queried) else float("nan")
 
     @property
     def speedup(self):
-        """``n_members / mean_queried``: the tree-count speed-up."""
+        """``n_members / mean_queried``: the tree-count speed-up.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule, halt
+        >>> res = halt(np.array([[0, 0, 0, 0, 0, 1, 0], [0, 1, 1, 0, 1, 0, 1]]), ExactRule(7))
+        >>> round(res.speedup, 4)
+        1.2727
+        """
         return self.n_members / self.mean_queried
 
     def __repr__(self):
@@ -123,6 +154,30 @@ def halt(votes, rule, *, n_classes=None):
         ``labels`` (majority of the members queried, lowest index on ties),
         ``n_queried`` and ``counts`` per row.  Rows that never stop use all
         members.
+
+    Raises
+    ------
+    TypeError
+        ``rule`` is not a :class:`~ensvote.HaltingRule`.
+    ValueError
+        ``votes`` not a 2-D matrix of class indices ``0..n_classes-1``, a bad
+        ``n_classes``, or a rule built for another number of members.
+
+    Examples
+    --------
+    Members that are right 80 % of the time, 1,000 rows of ``T = 101``, halted
+    by the urn rule of Soto et al. (2016):
+
+    >>> import numpy as np
+    >>> import ensvote
+    >>> from ensvote import UrnRule, halt
+    >>> rng = np.random.default_rng(ensvote.SEED)
+    >>> votes = (rng.random((1000, 101)) < 0.8).astype(int)
+    >>> res = halt(votes, UrnRule(T=101, confidence=0.99))
+    >>> res
+    HaltResult(n_rows=1000, n_members=101, mean_queried=13.511)
+    >>> round(res.speedup, 2), bool(np.all(res.labels == 1))
+    (7.48, True)
     """
     if not isinstance(rule, HaltingRule):
         raise TypeError(f"rule must be a HaltingRule (e.g. UrnRule, InfiniteRule), got {type(rule).__name__}")
@@ -134,7 +189,16 @@ def halt(votes, rule, *, n_classes=None):
 
 
 class StopTable(NamedTuple):
-    """A rule's stop decisions for every count vector (see :func:`stop_table`)."""
+    """A rule's stop decisions for every count vector (see :func:`stop_table`).
+
+    Examples
+    --------
+    >>> from ensvote import ExactRule
+    >>> from ensvote.engine import stop_table
+    >>> tab = stop_table(ExactRule(5), 5, 2)
+    >>> tab.stride, tab.stops_at
+    (array([6, 1], dtype=int32), array([False, False, False,  True,  True,  True]))
+    """
 
     table: np.ndarray  #: flat boolean table indexed by mixed-radix code
     stride: np.ndarray  #: code increment of a vote for each class
@@ -142,7 +206,17 @@ class StopTable(NamedTuple):
 
     @property
     def min_votes(self):
-        """Fewest votes at which any count vector stops (``T`` if none does before ``T``)."""
+        """Fewest votes at which any count vector stops (``T`` if none does before ``T``).
+
+        Examples
+        --------
+        >>> from ensvote import ExactRule, UrnRule
+        >>> from ensvote.engine import stop_table
+        >>> stop_table(ExactRule(5), 5, 2).min_votes
+        3
+        >>> stop_table(UrnRule(T=101), 101, 2).min_votes
+        6
+        """
         hit = np.flatnonzero(self.stops_at)
         return int(hit[0]) if hit.size else len(self.stops_at) - 1
 
@@ -160,6 +234,14 @@ def stop_table(rule, n_members, n_classes):
     less than ``(T + 1) ** l``).  Built once per ``rule.table_key()`` (its
     type, threshold, prior), ``T`` and ``l``, and cached.
 
+    Parameters
+    ----------
+    rule : HaltingRule
+    n_members : int
+        Ensemble size ``T``.
+    n_classes : int
+        Number of classes ``l``.
+
     Returns
     -------
     StopTable or None
@@ -169,6 +251,23 @@ def stop_table(rule, n_members, n_classes):
         the rule has no table key (e.g. a user-defined rule; the engine then
         calls ``rule.decide`` block by block) or ``(T + 1) ** l`` exceeds
         ``MAX_STOP_TABLE``.
+
+    Raises
+    ------
+    ValueError
+        The rule refuses ``T`` or ``l`` (its ``prepare``).
+
+    Examples
+    --------
+    With ``T = 5`` and two classes a count ``(t_0, t_1)`` has code
+    ``6 t_0 + t_1``; :class:`~ensvote.ExactRule` stops at 3 votes to 0, not
+    at 2 to 1:
+
+    >>> from ensvote import ExactRule
+    >>> from ensvote.engine import stop_table
+    >>> tab = stop_table(ExactRule(5), 5, 2)
+    >>> len(tab.table), bool(tab.table[6 * 3 + 0]), bool(tab.table[6 * 2 + 1])
+    (72, True, False)
     """
     rule.prepare(n_members, n_classes)
     T, l = int(n_members), int(n_classes)
@@ -201,7 +300,25 @@ def stop_table(rule, n_members, n_classes):
 
 
 def code_stride(n_members, n_classes):
-    """The code increment of a vote for each class: ``(T + 1) ** (l - 1 - c)`` (see :func:`stop_table`)."""
+    """The code increment of a vote for each class: ``(T + 1) ** (l - 1 - c)`` (see :func:`stop_table`).
+
+    Parameters
+    ----------
+    n_members : int
+        Ensemble size ``T``.
+    n_classes : int
+        Number of classes ``l``.
+
+    Returns
+    -------
+    ndarray of int32, shape (l,), read-only
+
+    Examples
+    --------
+    >>> from ensvote.engine import code_stride
+    >>> code_stride(10, 3)
+    array([121,  11,   1], dtype=int32)
+    """
     stride = ((int(n_members) + 1) ** np.arange(int(n_classes) - 1, -1, -1)).astype(np.int32)
     stride.setflags(write=False)
     return stride
@@ -222,6 +339,27 @@ def label_table(n_members, n_classes):
 
     ``label_table(T, l)[code]`` is the label of a row that ended at ``code``
     (see :func:`stop_table`); cached per ``(T, l)``.
+
+    Parameters
+    ----------
+    n_members : int
+        Ensemble size ``T``.
+    n_classes : int
+        Number of classes ``l``.
+
+    Returns
+    -------
+    ndarray of int, shape ((T + 1) ** l,), read-only
+
+    Examples
+    --------
+    With ``T = 5``, two votes for class 0 and three for class 1 end at code
+    ``6 * 2 + 3``:
+
+    >>> from ensvote.engine import label_table
+    >>> lab = label_table(5, 2)
+    >>> len(lab), int(lab[6 * 2 + 3]), int(lab[6 * 3 + 2])
+    (36, 1, 0)
     """
     key = (int(n_members), int(n_classes))
     hit = _LABEL_TABLES.get(key)
@@ -234,7 +372,34 @@ def label_table(n_members, n_classes):
 
 
 def table_result(code, n_queried, n_members, table, stride):
-    """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members."""
+    """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members.
+
+    Parameters
+    ----------
+    code : ndarray of int, shape (n_rows,)
+        Mixed-radix count codes (see :func:`stop_table`).
+    n_queried : ndarray of int, shape (n_rows,)
+        Members queried per row.
+    n_members : int
+        Ensemble size ``T``.
+    table, stride : ndarray
+        The rule's :class:`StopTable` fields of the same names.
+
+    Returns
+    -------
+    HaltResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote import ExactRule
+    >>> from ensvote.engine import stop_table, table_result
+    >>> tab = stop_table(ExactRule(5), 5, 2)
+    >>> res = table_result(np.array([6 * 3 + 0, 6 * 2 + 3]), np.array([3, 5]), 5, tab.table, tab.stride)
+    >>> res.labels, res.counts
+    (array([0, 1]), array([[3, 0],
+           [2, 3]]))
+    """
     return HaltResult(labels=label_table(n_members, len(stride)).take(code), n_queried=n_queried,
                       counts=_decode(code, n_members, len(stride)), n_members=n_members,
                       stopped=table[code])
@@ -315,6 +480,33 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
     rows (int array ``(len(rows), b - a)``).  Members are requested in blocks
     (sizes 4, 8, ..., 64) and only for rows still voting, so members after a
     row's stop are, apart from the rest of its block, never evaluated.
+
+    Parameters
+    ----------
+    fetch : callable ``(rows, a, b) -> array of int``
+        The votes of members ``a..b-1`` for ``rows``.
+    n_rows, n_members, n_classes : int
+        Rows, ensemble size ``T`` and number of classes ``l``.
+    rule : HaltingRule
+        Its ``decide`` is called on each block's cumulative counts.
+    first_block, max_block : int
+        Members requested in the first block, and at most per block.
+
+    Returns
+    -------
+    HaltResult
+
+    Examples
+    --------
+    Votes computed on demand, here read from a matrix:
+
+    >>> import numpy as np
+    >>> from ensvote import ExactRule
+    >>> from ensvote.engine import run_halting
+    >>> votes = np.array([[0, 0, 0, 0, 0, 1, 0], [0, 1, 1, 0, 1, 0, 1]])
+    >>> res = run_halting(lambda rows, a, b: votes[rows, a:b], 2, 7, 2, ExactRule(7))
+    >>> res.labels, res.n_queried
+    (array([0, 1]), array([4, 7]))
     """
     rule.prepare(n_members, n_classes)
     counts = np.zeros((n_rows, n_classes), dtype=np.int64)
@@ -431,18 +623,91 @@ class TreeEnsemble:
 
     # ------------------------------------------------------------------
     def member_votes(self, j, X):
-        """Class indices member ``j`` votes for on rows ``X`` (float32 array or CSR matrix)."""
+        """Class indices member ``j`` votes for on rows ``X`` (float32 array or CSR matrix).
+
+        Parameters
+        ----------
+        j : int
+            Member index, ``0..n_members-1``.
+        X : ndarray of float32 or CSR matrix, shape (n_rows, n_features)
+
+        Returns
+        -------
+        ndarray of int, shape (n_rows,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> ens.member_votes(0, X[:5]), y[:5]
+        (array([1, 0, 0, 0, 0]), array([1, 0, 0, 0, 0]))
+        """
         return self.leaf_class[j][self.trees[j].apply(_columns(X, self.features[j]))]
 
     def vote_matrix(self, X):
-        """Votes of every member, shape ``(n_rows, n_members)``, as class indices."""
+        """Votes of every member, shape ``(n_rows, n_members)``, as class indices.
+
+        Parameters
+        ----------
+        X : ndarray of float32 or CSR matrix, shape (n_rows, n_features)
+
+        Returns
+        -------
+        ndarray of int64, shape (n_rows, n_members)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> V = ens.vote_matrix(X[:3])
+        >>> V.shape, V.sum(axis=1)
+        ((3, 31), array([31,  0,  0]))
+        """
         out = np.empty((X.shape[0], self.n_members), dtype=np.int64)
         for j in range(self.n_members):
             out[:, j] = self.member_votes(j, X)
         return out
 
     def plan(self, rule):
-        """``(stop_table, label_table)`` for ``rule`` (None: the rule has no stop table); kept for the last rule."""
+        """``(stop_table, label_table)`` for ``rule`` (None: the rule has no stop table); kept for the last rule.
+
+        Parameters
+        ----------
+        rule : HaltingRule
+
+        Returns
+        -------
+        (StopTable, ndarray) or None
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> tab, labels = ens.plan(UrnRule(T=31))
+        >>> tab.min_votes, labels.shape
+        (5, (1024,))
+        """
         rule_, tab, labels = self._plan
         if rule_ is not rule:
             tab = stop_table(rule, self.n_members, self.n_classes)
@@ -452,7 +717,34 @@ class TreeEnsemble:
 
     # ------------------------------------------------------------------
     def halt(self, X, rule, n_jobs=None):
-        """:class:`HaltResult` of rows ``X`` (validated float32 array or CSR matrix); labels are class indices."""
+        """:class:`HaltResult` of rows ``X`` (validated float32 array or CSR matrix); labels are class indices.
+
+        Parameters
+        ----------
+        X : ndarray of float32 or CSR matrix, shape (n_rows, n_features)
+        rule : HaltingRule
+        n_jobs : int or None
+            Threads for dense ``X`` (see :class:`ensvote.HaltingClassifier`).
+
+        Returns
+        -------
+        HaltResult
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> res = ens.halt(X[:5], UrnRule(T=31))
+        >>> res.labels, res.n_queried
+        (array([1, 0, 0, 0, 0]), array([5, 5, 5, 5, 5]))
+        """
         plan = self.plan(rule)
         if plan is None:
             return run_halting(self._fetch(X), X.shape[0], self.n_members, self.n_classes, rule)
@@ -460,7 +752,33 @@ class TreeEnsemble:
         return table_result(*self._codes(X, tab, n_jobs), self.n_members, tab.table, tab.stride)
 
     def labels(self, X, rule, n_jobs=None):
-        """The class index each row of ``X`` ends at (``halt(X, rule).labels`` without the counts)."""
+        """The class index each row of ``X`` ends at (``halt(X, rule).labels`` without the counts).
+
+        Parameters
+        ----------
+        X : ndarray of float32 or CSR matrix, shape (n_rows, n_features)
+        rule : HaltingRule
+        n_jobs : int or None
+            Threads for dense ``X``.
+
+        Returns
+        -------
+        ndarray of int, shape (n_rows,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> ens.labels(X[:5], UrnRule(T=31))
+        array([1, 0, 0, 0, 0])
+        """
         plan = self.plan(rule)
         if plan is None:
             return self.halt(X, rule).labels
@@ -473,6 +791,31 @@ class TreeEnsemble:
         No validation beyond infinity: -1 when ``x`` has a feature that is
         infinite as float32 (the caller then validates it in full), or when
         ``rule`` has no stop table.
+
+        Parameters
+        ----------
+        x : ndarray of float32 or float64, shape (n_features,)
+        rule : HaltingRule
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> ens.label_one(X[0], UrnRule(T=31))
+        1
+        >>> ens.label_one(np.full(4, np.inf, dtype=np.float32), UrnRule(T=31))
+        -1
         """
         plan = self.plan(rule)
         if plan is None:

@@ -54,6 +54,34 @@ def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state
     Returns
     -------
     float, or (float, float) with ``return_sem``
+        The expected number of members queried (and its standard error).
+
+    Raises
+    ------
+    TypeError
+        ``rule`` is not a :class:`~ensvote.HaltingRule`, or ``prior`` is missing,
+        a string or a :class:`~ensvote.manyclass.PairPrior`.
+    ValueError
+        A prior over another ensemble size, a bad ``method`` or ``n_samples``,
+        ``method="exact"`` with more than two classes or beyond
+        ``MAX_EXACT_WORK``.
+
+    Examples
+    --------
+    Urns of ``T = 11`` members drawn from the uniform prior: the rule RF*
+    (:class:`~ensvote.ExactRule`) and SIBA (:class:`~ensvote.UrnRule`, α = 0.99),
+    exactly and by Monte Carlo:
+
+    >>> from ensvote import ExactRule, UrnRule, expected_queries, uniform_prior
+    >>> prior = uniform_prior(11)
+    >>> round(expected_queries(ExactRule(11), prior, method="exact"), 4)
+    7.8385
+    >>> round(expected_queries(UrnRule(T=11), prior, method="exact"), 4)
+    6.5853
+    >>> mean, sem = expected_queries(UrnRule(T=11), prior, n_samples=2000, random_state=0,
+    ...                              return_sem=True)
+    >>> bool(abs(mean - 6.5853) < 4 * sem)
+    True
     """
     if not isinstance(rule, HaltingRule):
         raise TypeError(f"rule must be a HaltingRule, got {type(rule).__name__}")

@@ -82,14 +82,52 @@ def _n_entries(T):
 
 
 def pair_table_nbytes(T, n_classes, per_class=False):
-    """Bytes of the pair table for ``T`` members (``per_class``: one table per class, as for a :class:`PairPrior`)."""
+    """Bytes of the pair table for ``T`` members (``per_class``: one table per class, as for a :class:`PairPrior`).
+
+    Parameters
+    ----------
+    T : int >= 1
+        Ensemble size.
+    n_classes : int >= 2
+        Number of classes ``l``.
+    per_class : bool, default=False
+        One table per class (a :class:`PairPrior`) instead of one in all.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from ensvote.manyclass import pair_table_nbytes
+    >>> pair_table_nbytes(101, 3), pair_table_nbytes(101, 10, per_class=True)
+    (739024, 7390240)
+    """
     T = check_positive_int(T, name="T")
     n_classes = check_positive_int(n_classes, name="n_classes", minimum=2)
     return 2 * 4 * _n_entries(T) * (n_classes if per_class else 1)
 
 
 def max_pair_table_T(n_classes, per_class=False):
-    """Largest ``T`` whose pair table fits in :data:`MAX_PAIR_TABLE_BYTES` (see :func:`pair_table_nbytes`)."""
+    """Largest ``T`` whose pair table fits in :data:`MAX_PAIR_TABLE_BYTES` (see :func:`pair_table_nbytes`).
+
+    Parameters
+    ----------
+    n_classes : int >= 2
+        Number of classes ``l``.
+    per_class : bool, default=False
+        One table per class (a :class:`PairPrior`).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from ensvote.manyclass import max_pair_table_T
+    >>> max_pair_table_T(3), max_pair_table_T(10, per_class=True)
+    (462, 213)
+    """
     n_classes = check_positive_int(n_classes, name="n_classes", minimum=2)
     T = 1
     while pair_table_nbytes(T + 1, n_classes, per_class) <= MAX_PAIR_TABLE_BYTES:
@@ -130,6 +168,18 @@ class PairTable:
         *up* to float32, so the bound stays on the safe side.
     base : ndarray of int64, shape (T + 1, T + 1)
     T, n_classes : int
+
+    Examples
+    --------
+    Built by :func:`pair_table`:
+
+    >>> import numpy as np
+    >>> from ensvote.manyclass import pair_table
+    >>> tab = pair_table(21, 4)
+    >>> tab.T, tab.n_classes, tab.values.shape
+    (21, 4, (1, 2, 1078))
+    >>> np.round(tab.confidence([[8, 1, 1, 0], [4, 3, 2, 1]]), 4)
+    array([0.9995, 0.6181])
     """
 
     def __init__(self, values, base, T, n_classes):
@@ -139,10 +189,35 @@ class PairTable:
 
     @property
     def nbytes(self):
+        """Bytes of the arrays held (``values`` and ``base``).
+
+        Examples
+        --------
+        >>> from ensvote.manyclass import pair_table
+        >>> pair_table(21, 4).nbytes
+        12496
+        """
         return int(self.values.nbytes + self.base.nbytes)
 
     def failure_sum(self, counts):
-        """``sum_j f`` over the rivals of the current leader, for int counts of shape ``(..., l)``."""
+        """``sum_j f`` over the rivals of the current leader, for int counts of shape ``(..., l)``.
+
+        Parameters
+        ----------
+        counts : ndarray of int, shape (..., l)
+            Vote counts, not validated (each total at most ``T``).
+
+        Returns
+        -------
+        ndarray of float, shape (...)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.manyclass import pair_table
+        >>> np.round(pair_table(21, 4).failure_sum(np.array([[8, 1, 1, 0], [4, 3, 2, 1]])), 4)
+        array([0.0005, 0.3819])
+        """
         t = np.asarray(counts)
         l = t.shape[-1]
         flat = t.reshape(-1, l)
@@ -163,7 +238,24 @@ class PairTable:
         return vals.sum(axis=1).reshape(t.shape[:-1])
 
     def confidence(self, counts):
-        """``max(0, 1 - sum_j f)`` for the current majority."""
+        """``max(0, 1 - sum_j f)`` for the current majority.
+
+        Parameters
+        ----------
+        counts : ndarray of int, shape (..., l)
+            Vote counts, not validated (each total at most ``T``).
+
+        Returns
+        -------
+        ndarray of float, shape (...)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.manyclass import pair_table
+        >>> np.round(pair_table(21, 4).confidence(np.array([[8, 1, 1, 0], [4, 3, 2, 1]])), 4)
+        array([0.9995, 0.6181])
+        """
         return np.maximum(0.0, 1.0 - self.failure_sum(counts))
 
 
@@ -248,10 +340,26 @@ def pair_table(T, n_classes, prior=None):
         None: the uniform prior (one table, a certified lower bound on Eq. 3);
         a :class:`PairPrior`: one table per class.
 
+    Returns
+    -------
+    PairTable
+
     Raises
     ------
     ValueError
-        If the table would exceed :data:`MAX_PAIR_TABLE_BYTES`.
+        If the table would exceed :data:`MAX_PAIR_TABLE_BYTES`, or the prior
+        is for another ``T`` or number of classes.
+    TypeError
+        ``prior`` is neither None nor a :class:`PairPrior`.
+
+    Examples
+    --------
+    >>> from ensvote.manyclass import pair_table
+    >>> tab = pair_table(21, 4)
+    >>> tab.T, tab.n_classes
+    (21, 4)
+    >>> pair_table(21, 4) is tab
+    True
     """
     T = check_positive_int(T, name="T")
     l = check_positive_int(n_classes, name="n_classes", minimum=2)
@@ -302,6 +410,22 @@ def urn_confidence_bound(counts, T, prior=None):
     -------
     ndarray of float, shape (...)
         ``max(0, 1 - sum_j P(E_j))``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad counts or ``T``, a prior that does not match, or a table above
+        :data:`MAX_PAIR_TABLE_BYTES`.
+
+    Examples
+    --------
+    Four classes, ``T = 21``: the bound is tight for a clear leader and lower
+    than Eq. 3 (0.6797, :func:`urn_confidence_exact`) for a close race:
+
+    >>> import numpy as np
+    >>> from ensvote.manyclass import urn_confidence_bound
+    >>> np.round(urn_confidence_bound([[8, 1, 1, 0], [4, 3, 2, 1]], T=21), 4)
+    array([0.9995, 0.6181])
     """
     T = check_positive_int(T, name="T")
     t = check_counts(counts, max_sum=T, max_sum_desc=f"the ensemble size T={T}")
@@ -365,6 +489,21 @@ def urn_confidence_exact(counts, T):
     Returns
     -------
     ndarray of float, shape (...)
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad counts or ``T``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote import finite_confidence
+    >>> from ensvote.manyclass import urn_confidence_exact
+    >>> np.round(urn_confidence_exact([[8, 1, 1, 0], [4, 3, 2, 1]], T=21), 4)
+    array([0.9995, 0.6797])
+    >>> np.round(finite_confidence([[8, 1, 1, 0], [4, 3, 2, 1]], T=21), 4)
+    array([0.9995, 0.6797])
     """
     T = check_positive_int(T, name="T")
     t = check_counts(counts, max_sum=T, max_sum_desc=f"the ensemble size T={T}")
@@ -389,6 +528,22 @@ class PairPrior:
     probs : array_like, shape (l, T + 1, T + 1)
         Non-negative, zero where ``x + y > T`` (for two classes: wherever
         ``x + y != T``), each class's slice summing to 1.
+
+    Raises
+    ------
+    ValueError
+        ``probs`` of the wrong shape, negative or not finite, non-zero
+        outside the triangle, or a class's slice not summing to 1.
+
+    Examples
+    --------
+    >>> from ensvote import UrnRule
+    >>> from ensvote.manyclass import PairPrior
+    >>> prior = PairPrior.uniform(21, 4)
+    >>> prior, prior.probs.shape
+    (PairPrior(n_classes=4, T=21), (4, 22, 22))
+    >>> UrnRule(T=21, prior=prior).stop([[8, 0, 0, 0], [3, 2, 1, 0]])
+    array([ True, False])
     """
 
     def __init__(self, probs):
@@ -413,10 +568,26 @@ class PairPrior:
 
     @property
     def T(self):
+        """Ensemble size the prior is over.
+
+        Examples
+        --------
+        >>> from ensvote.manyclass import PairPrior
+        >>> PairPrior.uniform(11, 3).T
+        11
+        """
         return self.probs.shape[1] - 1
 
     @property
     def n_classes(self):
+        """Number of classes ``l``.
+
+        Examples
+        --------
+        >>> from ensvote.manyclass import PairPrior
+        >>> PairPrior.uniform(11, 3).n_classes
+        3
+        """
         return self.probs.shape[0]
 
     def __repr__(self):
@@ -424,7 +595,30 @@ class PairPrior:
 
     @classmethod
     def uniform(cls, T, n_classes):
-        """The pair marginals of the uniform prior over the urn: ``P(x, y) ∝ C(T - x - y + l - 3, l - 3)``."""
+        """The pair marginals of the uniform prior over the urn: ``P(x, y) ∝ C(T - x - y + l - 3, l - 3)``.
+
+        Parameters
+        ----------
+        T : int >= 1
+            Ensemble size.
+        n_classes : int >= 2
+            Number of classes ``l``.
+
+        Returns
+        -------
+        PairPrior
+
+        Examples
+        --------
+        For two classes the pairs are ``(x, T - x)``, each with probability
+        ``1 / (T + 1)``:
+
+        >>> import numpy as np
+        >>> from ensvote.manyclass import PairPrior
+        >>> p = PairPrior.uniform(5, 2)
+        >>> np.round(p.probs[0, np.arange(6), 5 - np.arange(6)], 4)
+        array([0.1667, 0.1667, 0.1667, 0.1667, 0.1667, 0.1667])
+        """
         T = check_positive_int(T, name="T")
         l = check_positive_int(n_classes, name="n_classes", minimum=2)
         x = np.arange(T + 1)
@@ -463,6 +657,29 @@ def pair_oob_prior(oob_votes, T, *, window=5):
     Returns
     -------
     PairPrior
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad votes, ``T`` or ``window``, no row with an out-of-bag vote, or a
+        prior above :data:`MAX_PAIR_TABLE_BYTES`.
+
+    Examples
+    --------
+    Out-of-bag votes of 200 training rows over four classes (here simulated),
+    rescaled to an ensemble of ``T = 21``:
+
+    >>> import numpy as np
+    >>> from ensvote import UrnRule
+    >>> from ensvote.manyclass import pair_oob_prior
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.dirichlet([5, 2, 1, 1], size=200)
+    >>> oob_votes = np.array([rng.multinomial(11, q) for q in p])
+    >>> prior = pair_oob_prior(oob_votes, T=21)
+    >>> prior
+    PairPrior(n_classes=4, T=21)
+    >>> UrnRule(T=21, prior=prior).stop([[8, 0, 0, 0], [3, 2, 1, 0]])
+    array([ True, False])
     """
     from .priors import _box_sum, _check_oob_arguments, _hamilton_round, oob_prior
 

@@ -132,16 +132,49 @@ class HaltingRule:
         """True where the vote may stop at ``counts`` (int64, shape ``(..., l)``, validated).
 
         The one method a rule must implement (see the class docstring).
+        Unlike :meth:`stop` it does not validate ``counts``.
+
+        Parameters
+        ----------
+        counts : ndarray of int64, shape (..., l)
+            Validated vote counts (non-negative, totals at most ``T``).
+
+        Returns
+        -------
+        ndarray of bool, shape (...)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule
+        >>> ExactRule(5).decide(np.array([[3, 0], [2, 1]]))
+        array([ True, False])
         """
         raise NotImplementedError(f"{type(self).__name__} must implement decide(counts)")
 
     def prepare(self, n_members, n_classes):
         """Check compatibility with an ensemble of ``n_members`` and build tables (idempotent).
 
+        Parameters
+        ----------
+        n_members : int
+            Ensemble size ``T``.
+        n_classes : int or None
+            Number of classes ``l`` (None: not known yet).
+
         Raises
         ------
         ValueError
             If the rule was built for another ensemble size.
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> UrnRule(T=11).prepare(11, 2)
+        >>> UrnRule(T=11).prepare(21, 2)
+        Traceback (most recent call last):
+            ...
+        ValueError: UrnRule was built for T=11 members, but the ensemble has 21
         """
         if self.n_members is not None and n_members != self.n_members:
             raise ValueError(
@@ -154,6 +187,23 @@ class HaltingRule:
 
         ``None`` (the default) means: do not tabulate, call :meth:`decide`
         on the counts instead.
+
+        Parameters
+        ----------
+        n_classes : int
+            Number of classes ``l``.
+
+        Returns
+        -------
+        hashable or None
+
+        Examples
+        --------
+        >>> from ensvote import ExactRule, HaltingRule
+        >>> ExactRule(5).table_key(2) == ExactRule(5).table_key(2)
+        True
+        >>> HaltingRule().table_key(2) is None
+        True
         """
         return None
 
@@ -206,6 +256,23 @@ class InfiniteRule(HaltingRule):
     ----------
     confidence : float in (0, 1)
         The threshold π.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import ensvote
+    >>> from ensvote import InfiniteRule, halt
+    >>> rule = InfiniteRule(confidence=0.99)
+    >>> rule.stop([[7, 0], [6, 4]])
+    array([ True, False])
+
+    Members that are right 80 % of the time, 1,000 rows of ``T = 101``:
+
+    >>> rng = np.random.default_rng(ensvote.SEED)
+    >>> votes = (rng.random((1000, 101)) < 0.8).astype(int)
+    >>> res = halt(votes, rule)
+    >>> round(res.mean_queried, 3), bool(np.all(res.labels == 1))
+    (15.435, True)
     """
 
     def __init__(self, confidence=0.99):
@@ -220,25 +287,59 @@ class InfiniteRule(HaltingRule):
         Parameters
         ----------
         t_max : int
+            Largest number of votes, ``0..MAX_T_STAR``.
 
         Returns
         -------
         ndarray of int, shape (t_max + 1,)
             ``t_star[t]`` for ``t = 0..t_max``; the value ``t + 1`` means no
             split of ``t`` votes allows a stop (e.g. ``t = 0``).
+
+        Raises
+        ------
+        ValueError
+            ``t_max`` negative or above ``MAX_T_STAR``.
+
+        Examples
+        --------
+        At π = 0.99 no split of one vote allows a stop, 6 of 6 does, and
+        so do 9 of 10:
+
+        >>> from ensvote import InfiniteRule
+        >>> InfiniteRule(0.99).t_star(10)
+        array([1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 9])
         """
         t_max = check_positive_int(t_max, name="t_max", minimum=0, maximum=MAX_T_STAR,
                                    why="MAX_T_STAR, the largest table built")
         return _t_star_table(self.confidence, t_max)[: t_max + 1].copy()
 
     def table_key(self, n_classes):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.confidence)
 
     def confidence_of(self, counts):
-        """L(y*|t) for the current majority (see :func:`infinite_confidence`)."""
+        """L(y*|t) for the current majority (see :func:`infinite_confidence`).
+
+        Parameters
+        ----------
+        counts : array_like of int, shape (..., l)
+            Votes per class.
+
+        Returns
+        -------
+        ndarray of float, shape (...)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import InfiniteRule
+        >>> np.round(InfiniteRule(0.99).confidence_of([[7, 0], [6, 4]]), 4)
+        array([0.9961, 0.7256])
+        """
         return infinite_confidence(counts)
 
     def decide(self, t):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         s = t.sum(axis=-1)
         big = s > MAX_T_STAR
         if np.any(big):  # beyond the table: the confidence itself (the same test, per row)
@@ -371,6 +472,31 @@ class UrnRule(HaltingRule):
         dense table fits (``(T + 1) ** l <= MAX_DENSE_TABLE``) or a prior is
         given as ``(support, probs)``, the bound otherwise (e.g. ``l >= 4`` at
         ``T = 101``) and always with a ``PairPrior``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``T`` or ``confidence`` out of range, an unknown ``method``, or a prior
+        that does not fit ``T`` or ``method``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import ensvote
+    >>> from ensvote import UrnRule, halt
+    >>> rule = UrnRule(T=101, confidence=0.99)
+    >>> rule.stop([[7, 0], [6, 4]])
+    array([ True, False])
+    >>> np.round(rule.confidence_of([[7, 0], [6, 4]]), 4)
+    array([0.9971, 0.7375])
+
+    Members that are right 80 % of the time, 1,000 rows of ``T = 101``:
+
+    >>> rng = np.random.default_rng(ensvote.SEED)
+    >>> votes = (rng.random((1000, 101)) < 0.8).astype(int)
+    >>> res = halt(votes, rule)
+    >>> round(res.mean_queried, 3), bool(np.all(res.labels == 1))
+    (13.511, True)
     """
 
     def __init__(self, T, confidence=0.99, prior=None, *, method="auto"):
@@ -406,6 +532,14 @@ class UrnRule(HaltingRule):
 
     @property
     def T(self):
+        """Size of the full ensemble the rule is built for (the same as :attr:`n_members`).
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> UrnRule(T=101).T
+        101
+        """
         return self.n_members
 
     def _params(self):
@@ -416,6 +550,7 @@ class UrnRule(HaltingRule):
         return out
 
     def prepare(self, n_members, n_classes):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         super().prepare(n_members, n_classes)
         if n_classes is not None and self.n_classes is not None and n_classes != self.n_classes:
             raise ValueError(f"the rule's prior is over {self.n_classes} classes, the votes have {n_classes}")
@@ -464,6 +599,27 @@ class UrnRule(HaltingRule):
 
         ``table[t_0, ..., t_{l-1}]`` is the confidence at that vote vector (NaN
         for vectors with more than ``T`` votes or of probability 0 under the prior).
+
+        Parameters
+        ----------
+        n_classes : int >= 2, default=2
+            Number of classes ``l``.
+
+        Returns
+        -------
+        ndarray of float, shape (T + 1,) * l, read-only, or None
+
+        Raises
+        ------
+        ValueError
+            ``n_classes`` below 2 or incompatible with the rule's prior.
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> tab = UrnRule(T=11).table()
+        >>> tab.shape, round(float(tab[5, 0]), 4), round(float(tab[4, 2]), 4)
+        ((12, 12), 0.9989, 0.8788)
         """
         l = check_positive_int(n_classes, name="n_classes", minimum=2)
         self.prepare(self.n_members, l)
@@ -487,6 +643,21 @@ class UrnRule(HaltingRule):
             ``need[c, m]``: fewest votes for class ``c``, with ``m`` votes for
             the other class, at which the vote stops with ``c`` as the current
             majority; ``-1`` if there is none.
+
+        Raises
+        ------
+        ValueError
+            If ``T`` is too large to enumerate every two-class vote vector.
+
+        Examples
+        --------
+        With ``T = 11`` and α = 0.99, 4 votes to 0 stop, 5 to 1 stop, and from
+        2 rival votes on the vote runs to a sure majority (6 of 11):
+
+        >>> from ensvote import UrnRule
+        >>> UrnRule(T=11).lookup_table()
+        array([[ 4,  5,  6,  6,  6,  6, -1, -1, -1, -1, -1, -1],
+               [ 4,  5,  6,  6,  6,  6, -1, -1, -1, -1, -1, -1]])
         """
         T = self.n_members
         check_size((T + 1) ** 2, what=f"lookup_table() of T={T} (every vote vector of two classes)")
@@ -504,6 +675,7 @@ class UrnRule(HaltingRule):
         return need
 
     def table_key(self, n_classes):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         T = self.n_members
         if power_exceeds(T + 1, n_classes, MAX_DENSE_TABLE):
             return None  # on-demand confidences: tabulating every state would be slow
@@ -513,7 +685,30 @@ class UrnRule(HaltingRule):
         return (type(self), T, self.confidence, prior)
 
     def confidence_of(self, counts):
-        """P*(t, T) of the current majority (table look-up where available)."""
+        """P*(t, T) of the current majority (table look-up where available).
+
+        Parameters
+        ----------
+        counts : array_like of int, shape (..., l)
+            Votes per class; each total at most ``T``.
+
+        Returns
+        -------
+        ndarray of float, shape (...)
+            Eq. 3 of Soto et al. (2016), or its union bound (``method``).
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad counts (see :func:`ensvote.finite_confidence`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import UrnRule
+        >>> np.round(UrnRule(T=11).confidence_of([[5, 0], [4, 2]]), 4)
+        array([0.9989, 0.8788])
+        """
         t = check_counts(counts, max_sum=self.n_members,
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         self.prepare(self.n_members, t.shape[-1])
@@ -547,6 +742,7 @@ class UrnRule(HaltingRule):
         return vals[inv.reshape(-1)].reshape(t.shape[:-1])
 
     def decide(self, t):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         conf = self._confidence(t)
         return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
 
@@ -563,6 +759,15 @@ class ExactRule(HaltingRule):
     ----------
     T : int
         Size of the full ensemble.
+
+    Examples
+    --------
+    With ``T = 11``: six votes of eleven decide, five to four do not, and
+    five to none do not either (the six still unseen could all go to class 1):
+
+    >>> from ensvote import ExactRule
+    >>> ExactRule(11).stop([[6, 0], [5, 4], [5, 0]])
+    array([ True, False, False])
     """
 
     def __init__(self, T):
@@ -573,15 +778,33 @@ class ExactRule(HaltingRule):
         return {"T": self.n_members}
 
     def table_key(self, n_classes):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.n_members)
 
     def confidence_of(self, counts):
-        """1.0 where the outcome is already decided, else 0.0."""
+        """1.0 where the outcome is already decided, else 0.0.
+
+        Parameters
+        ----------
+        counts : array_like of int, shape (..., l)
+            Votes per class; each total at most ``T``.
+
+        Returns
+        -------
+        ndarray of float, shape (...)
+
+        Examples
+        --------
+        >>> from ensvote import ExactRule
+        >>> ExactRule(11).confidence_of([[6, 0], [5, 4]])
+        array([1., 0.])
+        """
         t = check_counts(counts, max_sum=self.n_members,
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         return self.decide(t).astype(float)
 
     def decide(self, t):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         R = self.n_members - t.sum(axis=-1)
         c = np.argmax(t, axis=-1)
         tc = np.take_along_axis(t, c[..., None], axis=-1)
@@ -599,6 +822,17 @@ class FixedRule(HaltingRule):
     ----------
     n : int
         Number of members to query; must be between 1 and the ensemble size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote import FixedRule, halt
+    >>> FixedRule(5).stop([[3, 1], [4, 1]])
+    array([False,  True])
+    >>> votes = np.array([[0, 1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0, 0]])
+    >>> res = halt(votes, FixedRule(3))
+    >>> res.n_queried, res.labels
+    (array([3, 3]), array([1, 1]))
     """
 
     def __init__(self, n):
@@ -608,13 +842,16 @@ class FixedRule(HaltingRule):
         return {"n": self.n}
 
     def prepare(self, n_members, n_classes):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         if n_members is not None and self.n > n_members:
             raise ValueError(f"FixedRule n={self.n} must lie in 1..T, but the ensemble has T={n_members} members")
 
     def table_key(self, n_classes):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.n)
 
     def decide(self, t):
+        """Part of the rule protocol: see :class:`HaltingRule`."""
         return t.sum(axis=-1) >= self.n
 
 
@@ -622,7 +859,44 @@ _RULE_NAMES = ("urn", "infinite", "exact")
 
 
 def make_rule(rule, *, n_members, confidence=0.99, prior=None):
-    """Build a rule from a name (``"urn"``, ``"infinite"``, ``"exact"``) or check a rule object."""
+    """Build a rule from a name (``"urn"``, ``"infinite"``, ``"exact"``) or check a rule object.
+
+    Parameters
+    ----------
+    rule : {"urn", "infinite", "exact"} or HaltingRule
+        A name, or a rule object (returned as is once checked against
+        ``n_members``).
+    n_members : int
+        Ensemble size ``T``.
+    confidence : float in (0, 1), default=0.99
+        Threshold α (``"urn"``) or π (``"infinite"``); unused by ``"exact"``.
+    prior : optional
+        Prior of ``"urn"`` (see :class:`UrnRule`); unused by the others.
+
+    Returns
+    -------
+    HaltingRule
+
+    Raises
+    ------
+    TypeError
+        ``rule`` is neither a str nor a :class:`HaltingRule`.
+    ValueError
+        An unknown name, or a rule object built for another ensemble size.
+
+    Examples
+    --------
+    >>> from ensvote import UrnRule
+    >>> from ensvote.rules import make_rule
+    >>> make_rule("urn", n_members=101)
+    UrnRule(T=101, confidence=0.99, prior=None)
+    >>> make_rule("infinite", n_members=101, confidence=0.95)
+    InfiniteRule(confidence=0.95)
+    >>> make_rule(UrnRule(T=11), n_members=101)
+    Traceback (most recent call last):
+        ...
+    ValueError: UrnRule was built for T=11 members, but the ensemble has 101
+    """
     if isinstance(rule, HaltingRule):
         rule.prepare(n_members, None)
         return rule
