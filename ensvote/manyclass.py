@@ -56,8 +56,9 @@ __all__ = [
 
 #: Largest pair table (bytes, all classes together) that :func:`pair_table` builds.
 #: The uniform prior's table holds ``2 * n(T)`` float32 values with
-#: ``n(T) ~ T**3 / 12``, whatever ``l``: up to ``T = 465``.  A :class:`PairPrior`
-#: needs one table per class: ``l = 10`` up to ``T = 215``, ``l = 26`` up to ``T = 156``.
+#: ``n(T) ~ T**3 / 12``, whatever ``l``: up to ``T = 462``.  A :class:`PairPrior`
+#: needs one table per class: ``l = 10`` up to ``T = 213``, ``l = 26`` up to ``T = 154``
+#: (:func:`max_pair_table_T`; ``tests/test_many_classes.py`` checks these figures).
 MAX_PAIR_TABLE_BYTES = 64 * 2 ** 20
 
 _TABLES = BoundedCache("pair tables", 6)

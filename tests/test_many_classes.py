@@ -277,3 +277,16 @@ def test_ten_class_halting_classifier(digits, prior):
     assert res.mean_queried < star.mean_queried
     assert np.all(res.n_queried >= 1) and np.all(res.n_queried <= 101)
     assert clf.score(Xte, yte) > 0.9
+
+
+def test_the_documented_pair_table_limits_are_the_computed_ones():
+    import inspect
+    import re
+
+    from ensvote import manyclass
+
+    src = inspect.getsource(manyclass)
+    comment = src[src.index("#: Largest pair table"):src.index("MAX_PAIR_TABLE_BYTES =")]
+    stated = [int(v) for v in re.findall(r"T = (\d+)", comment)]
+    assert stated == [manyclass.max_pair_table_T(2), manyclass.max_pair_table_T(10, per_class=True),
+                      manyclass.max_pair_table_T(26, per_class=True)]
