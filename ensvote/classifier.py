@@ -75,9 +75,16 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     disagreement : float in (0, 0.5), default=None
         Budget mode: the target δ for ``rule="optimal"``, the expected fraction
         of rows on which the label differs from the full ensemble's hard
-        majority, met in expectation under the prior (the out-of-bag prior by
-        default).  Required with ``rule="optimal"``, refused with the others
-        (they take ``confidence``).
+        majority.  With the out-of-bag prior (the default for a
+        bootstrapping ensemble) the rule is
+        :meth:`OptimalRule.from_oob_votes <ensvote.OptimalRule.from_oob_votes>`:
+        built under the deconvolved out-of-bag prior
+        (:func:`ensvote.priors.deconvolved_oob_prior`), for the budget at
+        which its disagreement, cross-validated on the out-of-bag rows, is δ
+        (so δ is met on rows the prior was not estimated from, not only under
+        the estimate).  With the uniform prior or a given one, δ is met in
+        expectation under that prior.  Required with ``rule="optimal"``,
+        refused with the others (they take ``confidence``).
     n_jobs : int or None, default=None
         Threads for ``predict``, ``predict_proba`` and ``halt`` on dense
         ``X``: None or 1 one thread, -1 every core (``-2`` all but one, ...).
@@ -240,11 +247,17 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         self.oob_votes_ = self._oob_votes(X, validated=True) if getattr(self.estimator_, "bootstrap", False) else None
         if budget_mode:
             check_classes(len(self.classes_))  # before the out-of-bag prior is estimated
-        self.prior_ = self._build_prior(X, y)
-        if budget_mode:
+        if budget_mode and self._prior_choice() == "oob":
+            # the budget met on rows the prior was not estimated from (deconvolved prior, cross-validated budget)
+            votes = self.oob_votes_ if self.oob_votes_ is not None else self._oob_votes(X, validated=True)
+            self.rule_ = OptimalRule.from_oob_votes(votes, self.n_members_, self.disagreement)
+            self.prior_ = self.rule_.prior
+        elif budget_mode:
+            self.prior_ = self._build_prior(X, y)
             self.rule_ = OptimalRule(self.n_members_, self.disagreement, prior=self.prior_,
                                      n_classes=len(self.classes_))
         else:
+            self.prior_ = self._build_prior(X, y)
             self.rule_ = make_rule(self.rule, n_members=self.n_members_, confidence=self.confidence,
                                    prior=self.prior_)
         optimal = isinstance(self.rule_, OptimalRule)
@@ -260,23 +273,28 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         self._ensemble.plan(self.rule_)
         return self
 
+    def _prior_choice(self):
+        """``prior`` with ``"auto"`` resolved: ``"oob"``, ``"uniform"``, None or the array given."""
+        prior = self.prior
+        if isinstance(prior, str):
+            if prior == "auto":
+                return "oob" if getattr(self.estimator_, "bootstrap", False) else "uniform"
+            if prior in ("oob", "uniform"):
+                return prior
+            raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {prior!r}")
+        return prior
+
     def _build_prior(self, X, y):
         if isinstance(self.rule, (UrnRule, OptimalRule)):
             return self.rule.prior
         if not (isinstance(self.rule, str) and self.rule in ("urn", "optimal")):
             return None
-        prior = self.prior
+        prior = self._prior_choice()
         if isinstance(prior, str):
-            if prior == "auto":
-                prior = "oob" if getattr(self.estimator_, "bootstrap", False) else "uniform"
             if prior == "uniform":
                 return None
-            if prior == "oob":
-                votes = self.oob_votes_ if self.oob_votes_ is not None else self._oob_votes(X, validated=True)
-                return oob_prior(votes, self.n_members_)
-            raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {prior!r}")
-        if prior is None:
-            return None
+            votes = self.oob_votes_ if self.oob_votes_ is not None else self._oob_votes(X, validated=True)
+            return oob_prior(votes, self.n_members_)
         return prior
 
     def oob_votes(self, X):

@@ -30,6 +30,15 @@ disagreement is at most δ (:attr:`OptimalRule.expected_disagreement`).
 
 Kalman & Moscovich (2026) solve the binary problem as a linear program; the
 backward induction here covers two and three classes.
+
+Out of sample, a budget met under a prior *estimated* from the training rows
+is met only as well as the prior is right, and the policy tuned to the
+estimate finds exactly the vote vectors where the estimate is too optimistic.
+:meth:`OptimalRule.from_oob_votes` therefore builds the policy under the
+deconvolved out-of-bag prior (:func:`ensvote.priors.deconvolved_oob_prior`)
+and sets the budget it is built for by cross-validation on the out-of-bag
+rows (:func:`cross_validated_budget`), so that the disagreement on rows the
+prior was not estimated from meets δ.
 """
 
 import hashlib
@@ -39,11 +48,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._utils import check_random_state
 from ._validation import check_positive_int
 from .confidence import check_prior, uniform_prior
+from .priors import _check_deconvolution_arguments, _VoteMixture, oob_prior
 from .rules import HaltingRule, _prior_key
 
-__all__ = ["OptimalRule", "PolicyValue", "policy_value", "MAX_T", "SUPPORTED_CLASSES"]
+__all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
+           "MAX_T", "SUPPORTED_CLASSES"]
 
 #: Largest ensemble size the optimal policy is computed for.
 MAX_T = 101
@@ -435,6 +447,49 @@ class OptimalRule(HaltingRule):
         ``boundary_stop_probability`` (see :meth:`stop_probability`).
     """
 
+    #: Set by :meth:`from_oob_votes`: the user's budget δ (``disagreement`` is then the cross-validated one).
+    target_disagreement = None
+    #: Set by :meth:`from_oob_votes`: the cross-validated disagreement of the budget used (a :class:`CrossValidatedBudget`).
+    cross_validation = None
+
+    @classmethod
+    def from_oob_votes(cls, oob_votes, T, disagreement=0.01, *, n_folds=5, random_state=None, resolution=None,
+                       rtol=0.05):
+        """The budget mode from out-of-bag votes: δ met on rows the prior was not estimated from.
+
+        The policy is built under :func:`ensvote.priors.deconvolved_oob_prior`
+        of all the rows, for the budget :func:`cross_validated_budget` finds
+        (at most δ), so its disagreement, estimated on held-out rows, is δ
+        rather than only its disagreement under the estimated prior.
+
+        Parameters
+        ----------
+        oob_votes : array_like of int, shape (n_rows, l), l in {2, 3}
+            Out-of-bag vote counts of the training rows (``HaltingClassifier.oob_votes_``).
+        T : int
+            Size of the full ensemble, at most :data:`MAX_T`.
+        disagreement : float in (0, 0.5)
+            The budget δ.
+        n_folds, random_state, resolution, rtol
+            As in :func:`cross_validated_budget`.
+
+        Returns
+        -------
+        OptimalRule
+            With ``prior`` the deconvolved prior, ``disagreement`` the budget
+            it was built for, :attr:`target_disagreement` = δ and
+            :attr:`cross_validation` the :class:`CrossValidatedBudget`.
+        """
+        T = _check_T(T)
+        delta = check_budget(disagreement)
+        v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
+        cv = cross_validated_budget(v, T, delta, n_folds=n_folds, random_state=random_state, resolution=resolution,
+                                    rtol=rtol)
+        rule = cls(T, cv.budget, prior=_VoteMixture(v, resolution).prior(T))
+        rule.target_disagreement = delta
+        rule.cross_validation = cv
+        return rule
+
     def __init__(self, T, disagreement=None, *, price=None, prior=None, n_classes=None):
         self.n_members = _check_T(T)
         if disagreement is not None and price is not None:
@@ -481,6 +536,8 @@ class OptimalRule(HaltingRule):
         else:
             out["price"] = self.price
         out["prior"] = None if self.prior is None else "<given>"
+        if self.target_disagreement is not None:
+            out["target_disagreement"] = self.target_disagreement
         return out
 
     def prepare(self, n_members, n_classes):
@@ -512,6 +569,115 @@ class OptimalRule(HaltingRule):
             t = np.asarray(counts)
             stop = np.where(np.all(t == self.boundary_state, axis=-1), self.boundary_stop_probability, stop)
         return stop
+
+
+# --------------------------------------------------------------------------
+# the budget, cross-validated on the out-of-bag rows
+# --------------------------------------------------------------------------
+class CrossValidatedBudget(NamedTuple):
+    """The budget to build the policy for, so that held-out disagreement meets the target."""
+
+    budget: float  #: the budget the policy is built for (at most the target)
+    cv_disagreement: float  #: cross-validated disagreement of the policy at ``budget``
+    target: float  #: the target δ
+    n_rounds: int  #: budgets tried
+
+
+def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_state=None, resolution=None,
+                           rtol=0.05, max_rounds=8):
+    """The budget δ' at which the optimal policy's disagreement on held-out rows is δ.
+
+    The rows are split into ``n_folds`` folds.  For fold ``k`` the deconvolved
+    out-of-bag prior (:func:`ensvote.priors.deconvolved_oob_prior`) is fitted
+    on the other folds, the optimal policy for a budget δ' is built under it,
+    and its disagreement is evaluated on fold ``k``'s rows: under the
+    histogram of their out-of-bag votes rescaled to ``T``
+    (:func:`ensvote.oob_prior` with ``window=1``: no smoothing, and nothing
+    taken from the other folds, so the evaluation is independent of the
+    policy).  The cross-validated disagreement is the
+    row-weighted mean over folds.  Starting at δ' = δ, δ' is rescaled by
+    δ / (cross-validated disagreement), then by interpolating (in logs)
+    between the two budgets closest to δ on either side, or extrapolating
+    from the two smallest if all are above it, until the cross-validated
+    disagreement lies in [(1 - ``rtol``) δ, δ] or ``max_rounds`` budgets were
+    tried; the largest δ' tried whose
+    cross-validated disagreement is at most δ is returned (never more than δ:
+    the plug-in budget is the loosest), or the smallest tried if none is.
+
+    Parameters
+    ----------
+    oob_votes : array_like of int, shape (n_rows, l), l in {2, 3}
+        Out-of-bag vote counts; rows without one are ignored.  At least
+        ``2 * n_folds`` rows must remain.
+    T : int
+        Size of the full ensemble, at most :data:`MAX_T`.
+    disagreement : float in (0, 0.5)
+        The target δ.
+    n_folds : int >= 2
+    random_state : None, int or numpy Generator
+        The fold assignment (None: :data:`ensvote.SEED`).
+    resolution : int, optional
+        Grid of the deconvolution (:func:`~ensvote.priors.deconvolved_oob_prior`).
+    rtol : float in (0, 1)
+        How far below δ the cross-validated disagreement may stop.
+    max_rounds : int >= 1
+
+    Returns
+    -------
+    CrossValidatedBudget
+    """
+    T = _check_T(T)
+    delta = check_budget(disagreement)
+    v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
+    n_folds = check_positive_int(n_folds, name="n_folds", minimum=2)
+    max_rounds = check_positive_int(max_rounds, name="max_rounds")
+    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0.0 < float(rtol) < 1.0:
+        raise ValueError(f"rtol must be a number strictly between 0 and 1, got {rtol!r}")
+    rtol = float(rtol)
+    if len(v) < 2 * n_folds:
+        raise ValueError(f"cross-validating the budget with n_folds={n_folds} needs at least {2 * n_folds} rows "
+                         f"with an out-of-bag vote, got {len(v)}")
+    rng = check_random_state(random_state)
+    fold = rng.permutation(len(v)) % n_folds
+    fits = []
+    for k in range(n_folds):
+        mix = _VoteMixture(v[fold != k], resolution)
+        # held out: the rows' own rescaled votes, unsmoothed (nothing from the other folds)
+        fits.append((mix.prior(T), oob_prior(v[fold == k], T, window=1), int(np.sum(fold == k))))
+    n_rows = sum(f[2] for f in fits)
+
+    def cv_disagreement(budget):
+        return sum(n * policy_value(OptimalRule(T, budget, prior=fit), held).disagreement
+                   for fit, held, n in fits) / n_rows
+
+    tried = []
+    budget = delta
+    for _ in range(max_rounds):
+        d = cv_disagreement(budget)
+        tried.append((budget, d))
+        if (1.0 - rtol) * delta <= d <= delta or (d < delta and budget >= delta):
+            break
+        below = [(b, x) for b, x in tried if 0.0 < x <= delta]
+        above = [(b, x) for b, x in tried if x > delta]
+        if below and above:  # log-log secant between the closest budgets on either side of δ
+            (b0, x0), (b1, x1) = max(below), min(above)
+        elif len(above) >= 2 and not below:  # ... or through the two smallest budgets, both above δ
+            (b0, x0), (b1, x1) = sorted(above)[:2]
+        else:
+            b0 = None
+        if b0 is not None and (x1 - x0) * (b1 - b0) > 0:  # an increasing secant only
+            w = (math.log(delta) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            step = math.exp(math.log(b0) + w * (math.log(b1) - math.log(b0)))
+            budget = min(delta, max(step, 0.1 * min(b0, b1)))
+        elif d <= 0.0:
+            budget = min(delta, 4.0 * budget)
+        else:
+            budget = min(delta, budget * delta / d)
+        if any(abs(budget - b) <= 1e-9 * delta for b, _ in tried):
+            break
+    ok = [(b, d) for b, d in tried if d <= delta]
+    b, d = max(ok) if ok else min(tried)
+    return CrossValidatedBudget(float(b), float(d), delta, len(tried))
 
 
 # --------------------------------------------------------------------------

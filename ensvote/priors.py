@@ -1,13 +1,19 @@
 """Priors over the urn (§2.2 of Soto et al. 2016): the out-of-bag prior (HYPER) and its smoothing.
 
+:func:`oob_prior` is the paper's prior (HYPER).  :func:`deconvolved_oob_prior`
+goes beyond the paper: it estimates the same distribution by deconvolution
+instead of rescaling and smoothing, for the budget mode of
+:class:`ensvote.OptimalRule` (:meth:`ensvote.OptimalRule.from_oob_votes`).
+
 The expected number of members a rule queries under a prior is in :mod:`ensvote.expected`.
 """
 
 import numpy as np
+from scipy import special
 
 from ._validation import MAX_ENTRIES, _fmt, check_counts, check_positive_int, power_exceeds
 
-__all__ = ["oob_prior", "smooth_moving_average"]
+__all__ = ["oob_prior", "deconvolved_oob_prior", "smooth_moving_average"]
 
 
 def smooth_moving_average(y, span=5):
@@ -146,3 +152,132 @@ def _box_sum(a, axis, h):
     hi = np.minimum(k + h, n - 1) + 1
     lo = np.maximum(k - h, 0)
     return np.take(c, hi, axis=axis) - np.take(c, lo, axis=axis)
+
+
+# --------------------------------------------------------------------------
+# the deconvolved out-of-bag prior (beyond the paper)
+# --------------------------------------------------------------------------
+#: Default grid resolution of :func:`deconvolved_oob_prior` per number of classes
+#: (a member's class probabilities on multiples of 1/resolution).
+DECONVOLUTION_RESOLUTION = {2: 100, 3: 50}
+
+
+def _simplex_grid(resolution, l):
+    """Every probability vector over ``l`` classes (2 or 3) with entries in multiples of ``1/resolution``."""
+    if l == 2:
+        a = np.arange(resolution + 1)
+        return np.stack([a, resolution - a], 1) / resolution
+    a, b = np.meshgrid(np.arange(resolution + 1), np.arange(resolution + 1), indexing="ij")
+    ok = a + b <= resolution
+    return np.stack([a[ok], b[ok], resolution - a[ok] - b[ok]], 1) / resolution
+
+
+class _VoteMixture:
+    """A member's class probabilities ``p`` per row, their distribution ``G`` fitted to out-of-bag votes.
+
+    Row ``i``'s ``n_i`` out-of-bag votes are ``n_i`` independent draws of a
+    member's vote, ``v_i ~ Multinomial(n_i, p_i)``, with ``p_i ~ G``.  ``G`` is
+    estimated on a grid by non-parametric maximum likelihood (EM; Laird 1978),
+    and the urn of ``T`` fresh members then has the posterior predictive
+    distribution ``P(K) = Σ_j g_j Multinomial(K; T, p_j)``.
+    """
+
+    def __init__(self, votes, resolution, *, weights=None, max_iter=2000, tol=1e-10):
+        v = np.asarray(votes, dtype=float)
+        self.grid = _simplex_grid(resolution, v.shape[1])
+        loglik = special.xlogy(v[:, None, :], self.grid[None]).sum(-1)  # (rows, grid points), up to a row constant
+        self.lik = np.exp(loglik - loglik.max(axis=1, keepdims=True))
+        u = np.full(len(v), 1.0 / len(v)) if weights is None else weights / weights.sum()
+        g = np.full(len(self.grid), 1.0 / len(self.grid))
+        prev = -np.inf
+        for self.n_iter in range(1, max_iter + 1):
+            f = self.lik @ g
+            obj = float(u @ np.log(f))
+            g = g * (self.lik.T @ (u / f))
+            if obj - prev < tol:
+                break
+            prev = obj
+        self.weights = g / g.sum()
+
+    def posterior_mixture(self, votes):
+        """Mean over ``votes``' rows of each row's posterior over the grid (given the fitted ``G``)."""
+        v = np.asarray(votes, dtype=float)
+        ll = special.xlogy(v[:, None, :], self.grid[None]).sum(-1)
+        w = np.exp(ll - ll.max(axis=1, keepdims=True)) * self.weights
+        w /= w.sum(axis=1, keepdims=True)
+        return w.mean(axis=0)
+
+    def prior(self, T, weights=None):
+        """The urn prior ``Σ_j g_j Multinomial(K; T, p_j)`` (``weights`` in place of ``g`` if given)."""
+        g = self.weights if weights is None else weights
+        l = self.grid.shape[1]
+        if l == 2:
+            k = np.arange(T + 1)
+            logpmf = (special.gammaln(T + 1) - special.gammaln(k + 1) - special.gammaln(T - k + 1))[:, None] \
+                + special.xlogy(k[:, None], self.grid[None, :, 0]) + special.xlogy(T - k[:, None], self.grid[None, :, 1])
+            pr = np.exp(logpmf) @ g
+            return pr / pr.sum()
+        a, b = np.meshgrid(np.arange(T + 1), np.arange(T + 1), indexing="ij")
+        ok = a + b <= T
+        support = np.stack([a[ok], b[ok], T - a[ok] - b[ok]], 1).astype(np.int64)
+        logpmf = (special.gammaln(T + 1) - special.gammaln(support + 1).sum(1))[:, None] \
+            + special.xlogy(support[:, None, :], self.grid[None]).sum(-1)
+        pr = np.exp(logpmf) @ g
+        keep = pr > 0
+        return support[keep], pr[keep] / pr[keep].sum()
+
+
+def _check_deconvolution_arguments(oob_votes, T, resolution):
+    v = check_counts(oob_votes, name="oob_votes")
+    if v.ndim != 2:
+        raise ValueError(f"oob_votes must have shape (n_rows, n_classes), got {v.shape}")
+    l = v.shape[1]
+    if l not in DECONVOLUTION_RESOLUTION:
+        raise ValueError(f"the deconvolved out-of-bag prior is computed for 2 or 3 classes, got n_classes={l}")
+    T = check_positive_int(T, name="T")
+    resolution = DECONVOLUTION_RESOLUTION[l] if resolution is None else check_positive_int(
+        resolution, name="resolution", minimum=2, maximum=200, why="(the grid would be too large)")
+    v = v[v.sum(axis=1) > 0]
+    if len(v) < 2:
+        raise ValueError("the deconvolved out-of-bag prior needs at least two training rows with an "
+                         f"out-of-bag vote, got {len(v)}")
+    return v, T, resolution
+
+
+def deconvolved_oob_prior(oob_votes, T, *, resolution=None):
+    """The distribution of a fresh ``T``-member urn, deconvolved from out-of-bag votes.
+
+    :func:`oob_prior` (Soto et al. 2016) rescales each row's out-of-bag vote
+    shares to ``T`` votes and smooths the histogram.  That smoothing keeps the
+    end points of the histogram and also spreads them into their neighbours,
+    so a peak at unanimity (most rows of an easy problem) gains mass, and every
+    contested urn, where a stopping rule disagrees with the full ensemble,
+    loses it in proportion; and the rescaled shares of ``n_i`` out-of-bag votes
+    (about ``T / e``) are noisier than ``T`` votes.  Here instead a row's
+    out-of-bag votes are what they are under the ensemble's own model:
+    ``n_i`` independent draws of a fresh member's vote with class
+    probabilities ``p_i``, and ``p_i`` varies over rows with a distribution
+    ``G``.  ``G`` is estimated on a grid by non-parametric maximum likelihood
+    (the EM algorithm for a mixture with fixed components), and the urn of
+    ``T`` fresh members has the distribution
+    ``P(K) = Σ_j g_j Multinomial(K; T, p_j)`` — no window and no rescaling.
+    Used by the budget mode, :meth:`ensvote.OptimalRule.from_oob_votes`.
+
+    Parameters
+    ----------
+    oob_votes : array_like of int, shape (n_rows, l), l in {2, 3}
+        Out-of-bag vote counts per training row and class; rows without an
+        out-of-bag vote are ignored, at least two must remain.
+    T : int
+        Ensemble size the prior is for.
+    resolution : int, optional
+        Grid of ``p``: multiples of ``1 / resolution`` (default 100 for two
+        classes, 50 for three).
+
+    Returns
+    -------
+    prior : ndarray of shape (T + 1,) for two classes (``prior[k] = P(T_0 = k)``),
+        ``(support, probs)`` for three (as :func:`oob_prior`).
+    """
+    v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
+    return _VoteMixture(v, resolution).prior(T)

@@ -288,8 +288,12 @@ def test_budget_mode_builds_the_optimal_rule_on_the_oob_prior(binary_data):
     clf = ev.HaltingClassifier(RandomForestClassifier(101, random_state=0), rule="optimal", disagreement=0.01)
     assert clone(clf).get_params()["disagreement"] == 0.01
     clf.fit(X, y)
-    assert isinstance(clf.rule_, OptimalRule) and clf.rule_.disagreement == 0.01
-    assert np.array_equal(clf.prior_, ev.oob_prior(clf.oob_votes(X), 101))
+    # the out-of-bag prior: the rule of OptimalRule.from_oob_votes (deconvolved prior, cross-validated budget)
+    ref = OptimalRule.from_oob_votes(clf.oob_votes(X), 101, 0.01)
+    assert isinstance(clf.rule_, OptimalRule) and clf.rule_.target_disagreement == 0.01
+    assert clf.rule_.disagreement == ref.disagreement <= 0.01
+    assert np.array_equal(clf.prior_, ref.prior) and clf.prior_ is clf.rule_.prior
+    assert np.array_equal(clf.rule_.table(), ref.table())
     assert clf.expected_members_ == clf.rule_.expected_members
     assert clf.expected_disagreement_ == clf.rule_.expected_disagreement <= 0.01
     assert 1 < clf.expected_members_ < 101

@@ -16,6 +16,8 @@ name           rule                                          parameter swept
 ``HYPER``      :class:`~ensvote.UrnRule`, out-of-bag prior   threshold α
 ``opt-unif``   :class:`~ensvote.OptimalRule`, uniform prior  budget δ
 ``opt-oob``    :class:`~ensvote.OptimalRule`, out-of-bag     budget δ
+               (``OptimalRule.from_oob_votes``: deconvolved
+               prior, cross-validated budget)
 ``margin``     :class:`MarginRule`                           lead ``k``
 =============  ============================================  =====================
 
@@ -117,7 +119,7 @@ def task(dataset, realization, p):
         "margin": sweep(MarginRule, p["margin_grid"]),
     }
     opt = {"opt-unif": [_uniform_optimal(T, l, d) for d in p["delta_grid"]],
-           "opt-oob": [OptimalRule(T, d, prior=prior) for d in p["delta_grid"]]}
+           "opt-oob": [OptimalRule.from_oob_votes(clf.oob_votes_, T, d) for d in p["delta_grid"]]}
     for name, built in opt.items():
         rec = sweep(lambda d, b=dict(zip(p["delta_grid"], built)): b[d], p["delta_grid"])
         rec["expected_members"] = [r.expected_members for r in built]

@@ -1,0 +1,140 @@
+"""The budget mode out of sample: the deconvolved out-of-bag prior and the cross-validated budget."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ensvote.optimal import CrossValidatedBudget, OptimalRule, cross_validated_budget, policy_value
+from ensvote.priors import deconvolved_oob_prior, oob_prior
+
+T = 101
+
+
+def _mixture_rows(rng, n):
+    """A member's probability of class 0 per row: mostly near-unanimous rows, a tenth contested."""
+    c = rng.choice(3, size=n, p=[0.55, 0.35, 0.10])
+    return np.where(c == 0, rng.beta(40, 0.6, n), np.where(c == 1, rng.beta(0.6, 40, n), rng.uniform(0.25, 0.75, n)))
+
+
+def _true_prior():
+    """The distribution of a T-member urn under the mixture above (numerical integration)."""
+    x = np.linspace(0, 1, 20001)[1:-1]
+    dens = (0.55 * stats.beta.pdf(x, 40, 0.6) + 0.35 * stats.beta.pdf(x, 0.6, 40)
+            + 0.10 * stats.uniform.pdf(x, 0.25, 0.5))
+    pr = stats.binom.pmf(np.arange(T + 1)[:, None], T, x[None]) @ (dens / dens.sum())
+    return pr / pr.sum()
+
+
+def _oob_votes(rng, p):
+    """Each row's out-of-bag votes: about T / e members, each votes class 0 with probability p."""
+    m = rng.binomial(T, np.exp(-1), len(p))
+    k = rng.binomial(m, p)
+    return np.stack([k, m - k], 1)
+
+
+# ---------------------------------------------------------------- held out
+def test_budget_mode_meets_the_budget_on_fresh_urns():
+    """The defect: the policy built under oob_prior overshoots δ on fresh urns; the budget mode does not.
+
+    The rows' urns are drawn from a known distribution, so the disagreement on
+    fresh rows is computed exactly (no test-row noise).
+    """
+    rng = np.random.default_rng(0)
+    oob = _oob_votes(rng, _mixture_rows(rng, 1000))
+    truth = _true_prior()
+    delta = 0.01
+    plug_in = OptimalRule(T, delta, prior=oob_prior(oob, T))
+    assert plug_in.expected_disagreement <= delta  # met under its own prior ...
+    assert policy_value(plug_in, truth).disagreement > 1.15 * delta  # ... not on fresh urns
+    rule = OptimalRule.from_oob_votes(oob, T, delta)
+    fresh = policy_value(rule, truth)
+    assert fresh.disagreement <= delta
+    assert fresh.members < 0.1 * T  # still a large saving
+    assert rule.target_disagreement == delta
+    assert isinstance(rule.cross_validation, CrossValidatedBudget)
+    assert rule.disagreement == rule.cross_validation.budget <= delta
+    assert rule.expected_disagreement <= rule.disagreement
+
+
+# ---------------------------------------------------------------- the deconvolved prior
+def test_deconvolved_prior_recovers_a_binomial_urn():
+    """Rows that all share p = 0.3: the urn of T fresh members is Binomial(T, 0.3)."""
+    rng = np.random.default_rng(1)
+    oob = _oob_votes(rng, np.full(2000, 0.3))
+    prior = deconvolved_oob_prior(oob, T)
+    assert prior.shape == (T + 1,) and np.isclose(prior.sum(), 1.0)
+    truth = stats.binom.pmf(np.arange(T + 1), T, 0.3)
+    assert 0.5 * np.abs(prior - truth).sum() < 0.05
+    # the rescaled, smoothed histogram of the paper is far wider (the out-of-bag votes are only ~T/e)
+    assert 0.5 * np.abs(oob_prior(oob, T) - truth).sum() > 0.2
+
+
+def test_deconvolved_prior_keeps_the_contested_mass():
+    """oob_prior's smoothing inflates the unanimous end points; the deconvolved prior does not."""
+    rng = np.random.default_rng(2)
+    oob = _oob_votes(rng, _mixture_rows(rng, 2000))
+    truth = _true_prior()
+    k = np.arange(T + 1)
+    contested = (k >= 25) & (k <= 76)
+    true_mass = truth[contested].sum()
+    assert abs(deconvolved_oob_prior(oob, T)[contested].sum() / true_mass - 1) < 0.1
+    assert oob_prior(oob, T)[contested].sum() / true_mass < 0.9
+
+
+def test_deconvolved_prior_three_classes():
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet([0.3, 0.3, 0.3], size=300)
+    oob = np.array([rng.multinomial(37, q) for q in p])
+    support, probs = deconvolved_oob_prior(oob, T)
+    assert support.shape[1] == 3 and np.all(support.sum(1) == T)
+    assert np.isclose(probs.sum(), 1.0) and np.all(probs > 0)
+    rule = OptimalRule(T, 0.01, prior=(support, probs))
+    assert rule.expected_disagreement <= 0.01
+
+
+@pytest.mark.parametrize("votes, kwargs, match", [
+    (np.ones((5, 4), dtype=int), {}, "2 or 3 classes"),
+    (np.ones(5, dtype=int), {}, "shape"),
+    (np.array([[3, 1], [0, 0]]), {}, "at least two"),
+    (np.array([[3, 1], [2, 2]]), {"resolution": 1}, "resolution"),
+    (np.array([[3, -1], [2, 2]]), {}, "oob_votes"),
+])
+def test_deconvolved_prior_bad_input(votes, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        deconvolved_oob_prior(votes, T, **kwargs)
+
+
+# ---------------------------------------------------------------- the cross-validated budget
+def test_cross_validated_budget_is_at_most_the_target():
+    rng = np.random.default_rng(4)
+    oob = _oob_votes(rng, _mixture_rows(rng, 400))
+    cv = cross_validated_budget(oob, T, 0.01)
+    assert cv.target == 0.01
+    assert 0 < cv.budget <= 0.01
+    assert cv.cv_disagreement <= 0.01
+    assert cv == cross_validated_budget(oob, T, 0.01)  # seeded folds: reproducible
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"disagreement": 0.0}, ValueError, "disagreement"),
+    ({"disagreement": float("nan")}, ValueError, "disagreement"),
+    ({"disagreement": 0.01, "n_folds": 1}, ValueError, "n_folds"),
+    ({"disagreement": 0.01, "n_folds": 2.5}, TypeError, "n_folds"),
+    ({"disagreement": 0.01, "n_folds": 20}, ValueError, "at least 40 rows"),
+    ({"disagreement": 0.01, "T": 102}, ValueError, "T=102"),
+    ({"disagreement": 0.01, "rtol": 0.0}, ValueError, "rtol"),
+    ({"disagreement": 0.01, "rtol": float("nan")}, ValueError, "rtol"),
+    ({"disagreement": 0.01, "max_rounds": 0}, ValueError, "max_rounds"),
+])
+def test_cross_validated_budget_bad_input(kwargs, error, match):
+    oob = np.array([[3, 1], [2, 2], [4, 0], [0, 4], [1, 3], [2, 1], [3, 3], [0, 5], [5, 0], [1, 1]] * 2)
+    kw = {"T": T, **kwargs}
+    with pytest.raises(error, match=match):
+        cross_validated_budget(oob, kw.pop("T"), kw.pop("disagreement"), **kw)
+
+
+def test_from_oob_votes_bad_input():
+    with pytest.raises(ValueError, match="disagreement"):
+        OptimalRule.from_oob_votes(np.array([[3, 1], [2, 2]] * 10), T, 0.6)
+    with pytest.raises(ValueError, match="2 or 3 classes"):
+        OptimalRule.from_oob_votes(np.ones((20, 4), dtype=int), T, 0.01)
