@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._cache import BoundedCache
 from ._utils import check_random_state
 from ._validation import check_positive_int
 from .confidence import check_prior, uniform_prior
@@ -62,12 +63,19 @@ MAX_T = 101
 #: Numbers of classes the optimal policy is computed for.
 SUPPORTED_CLASSES = (2, 3)
 
-_MODELS = {}
-_MODELS_MAX = 16
+_MODELS = BoundedCache("optimal-policy urn models", 16)
 
 
 class PolicyValue(NamedTuple):
-    """Expected cost of a stopping policy when urns are drawn from the prior."""
+    """Expected cost of a stopping policy when urns are drawn from the prior (see :func:`policy_value`).
+
+    Examples
+    --------
+    >>> from ensvote import ExactRule, policy_value
+    >>> v = policy_value(ExactRule(101), None)
+    >>> round(v.members, 2), v.disagreement
+    (70.2, 0.0)
+    """
 
     members: float  #: expected number of members queried
     disagreement: float  #: probability that the label at the stop is not the full ensemble's
@@ -298,8 +306,6 @@ def _model(T, support, probs):
     m = _MODELS.get(key)
     if m is None:
         m = _UrnModel(T, support, probs)
-        if len(_MODELS) >= _MODELS_MAX:
-            _MODELS.pop(next(iter(_MODELS)))
         _MODELS[key] = m
     return m
 
@@ -445,6 +451,24 @@ class OptimalRule(HaltingRule):
     boundary_state : ndarray of int or None
         The vote vector at which that optimum stops only with probability
         ``boundary_stop_probability`` (see :meth:`stop_probability`).
+
+    Examples
+    --------
+    Two classes, 101 members, uniform prior, a budget of 1 % disagreement:
+
+    >>> from ensvote import OptimalRule, UrnRule, policy_value
+    >>> rule = OptimalRule(T=101, disagreement=0.01)
+    >>> round(rule.expected_members, 2), rule.expected_disagreement <= 0.01
+    (24.16, True)
+    >>> rule.stop([[12, 0], [14, 6]])
+    array([ True, False])
+
+    At the urn rule's own expected disagreement the optimum needs no more
+    members:
+
+    >>> urn = policy_value(UrnRule(101, 0.99), None)
+    >>> round(urn.members, 2), round(OptimalRule(101, urn.disagreement).expected_members, 2)
+    (26.52, 26.37)
     """
 
     #: Set by :meth:`from_oob_votes`: the user's budget δ (``disagreement`` is then the cross-validated one).
@@ -479,6 +503,20 @@ class OptimalRule(HaltingRule):
             With ``prior`` the deconvolved prior, ``disagreement`` the budget
             it was built for, :attr:`target_disagreement` = δ and
             :attr:`cross_validation` the :class:`CrossValidatedBudget`.
+
+        Examples
+        --------
+        Out-of-bag votes of 400 rows (about 37 of 101 members each), from
+        members whose vote probabilities vary over the rows:
+
+        >>> import numpy as np
+        >>> from ensvote import OptimalRule
+        >>> rng = np.random.default_rng(0)
+        >>> p, n = rng.beta(0.3, 0.3, 400), rng.binomial(101, 0.368, 400)
+        >>> k = rng.binomial(n, p)
+        >>> rule = OptimalRule.from_oob_votes(np.column_stack([n - k, k]), T=101, disagreement=0.01)
+        >>> rule.target_disagreement, round(rule.disagreement, 4), round(rule.expected_members, 2)
+        (0.01, 0.0071, 10.49)
         """
         T = _check_T(T)
         delta = check_budget(disagreement)
@@ -527,6 +565,14 @@ class OptimalRule(HaltingRule):
 
     @property
     def T(self):
+        """Size of the full ensemble the policy is built for.
+
+        Examples
+        --------
+        >>> from ensvote import OptimalRule
+        >>> OptimalRule(51, 0.01).T
+        51
+        """
         return self.n_members
 
     def _params(self):
@@ -552,6 +598,13 @@ class OptimalRule(HaltingRule):
         """The stop decision for every vote vector, a boolean array of shape ``(T + 1,) * l``.
 
         Entries with more than ``T`` votes are False (never looked up).
+
+        Examples
+        --------
+        >>> from ensvote import OptimalRule
+        >>> tab = OptimalRule(101, 0.01).table()
+        >>> tab.shape, bool(tab[12, 0]), bool(tab[14, 6])
+        ((102, 102), True, False)
         """
         return self._table.copy()
 
@@ -563,6 +616,23 @@ class OptimalRule(HaltingRule):
 
         1.0 where the tabulated rule stops, 0.0 where it goes on, except at
         :attr:`boundary_state`, where it is :attr:`boundary_stop_probability`.
+
+        Parameters
+        ----------
+        counts : array_like of int, shape (..., l)
+
+        Returns
+        -------
+        ndarray of float, shape (...)
+
+        Examples
+        --------
+        >>> from ensvote import OptimalRule
+        >>> rule = OptimalRule(101, 0.01)
+        >>> rule.boundary_state
+        array([2, 9])
+        >>> rule.stop_probability([[2, 9], [12, 0], [14, 6]]).round(3)
+        array([0.474, 1.   , 0.   ])
         """
         stop = self.stop(counts).astype(float)
         if self.boundary_state is not None:
@@ -575,7 +645,17 @@ class OptimalRule(HaltingRule):
 # the budget, cross-validated on the out-of-bag rows
 # --------------------------------------------------------------------------
 class CrossValidatedBudget(NamedTuple):
-    """The budget to build the policy for, so that held-out disagreement meets the target."""
+    """The budget to build the policy for, so that held-out disagreement meets the target.
+
+    Returned by :func:`cross_validated_budget` (see there for an example)
+    and kept by :meth:`OptimalRule.from_oob_votes` as ``cross_validation``.
+
+    Examples
+    --------
+    >>> from ensvote.optimal import CrossValidatedBudget
+    >>> CrossValidatedBudget(budget=0.007, cv_disagreement=0.0098, target=0.01, n_rounds=3).budget
+    0.007
+    """
 
     budget: float  #: the budget the policy is built for (at most the target)
     cv_disagreement: float  #: cross-validated disagreement of the policy at ``budget``
@@ -625,6 +705,17 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
     Returns
     -------
     CrossValidatedBudget
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.optimal import cross_validated_budget
+    >>> rng = np.random.default_rng(0)
+    >>> p, n = rng.beta(0.3, 0.3, 400), rng.binomial(101, 0.368, 400)
+    >>> k = rng.binomial(n, p)
+    >>> cv = cross_validated_budget(np.column_stack([n - k, k]), 101, 0.01)
+    >>> round(cv.budget, 4), round(cv.cv_disagreement, 4), cv.target
+    (0.0071, 0.01, 0.01)
     """
     T = _check_T(T)
     delta = check_budget(disagreement)
@@ -704,6 +795,15 @@ def policy_value(rule, prior, *, n_classes=None):
     -------
     PolicyValue
         ``(members, disagreement)``.
+
+    Examples
+    --------
+    The urn rule of Soto et al. (2016) at α = 0.99, uniform prior, 101 members:
+
+    >>> from ensvote import UrnRule, policy_value
+    >>> v = policy_value(UrnRule(101, 0.99), None)
+    >>> round(v.members, 2), round(v.disagreement, 5)
+    (26.52, 0.00681)
     """
     if not isinstance(rule, HaltingRule):
         raise TypeError(f"rule must be a HaltingRule, got {type(rule).__name__}")

@@ -32,6 +32,14 @@ def smooth_moving_average(y, span=5):
     Returns
     -------
     ndarray, shape (n,)
+
+    Examples
+    --------
+    The end points stay, and spread into their neighbours:
+
+    >>> from ensvote.priors import smooth_moving_average
+    >>> smooth_moving_average([9.0, 0, 0, 0, 0, 0, 6]).round(2)
+    array([9. , 3. , 1.8, 0. , 1.2, 2. , 6. ])
     """
     y = np.asarray(y, dtype=float)
     span = check_positive_int(span, name="span")
@@ -106,6 +114,16 @@ def oob_prior(oob_votes, T, *, window=5):
         (:func:`ensvote.manyclass.pair_oob_prior`: the same rescaled out-of-bag
         votes, as a prior on leader-rival pairs, which scales with ``l``; this
         goes beyond the paper).
+
+    Examples
+    --------
+    Five training rows' out-of-bag votes (two classes), as a prior for 101 members:
+
+    >>> import numpy as np
+    >>> from ensvote import oob_prior
+    >>> prior = oob_prior(np.array([[0, 37], [2, 33], [30, 4], [18, 19], [36, 0]]), T=101)
+    >>> prior.shape, round(float(prior.sum()), 6), int(np.argmax(prior))
+    ((102,), 1.0, 0)
     """
     v, T, window = _check_oob_arguments(oob_votes, T, window)
     v = v[v.sum(axis=1) > 0]
@@ -278,6 +296,14 @@ def deconvolved_oob_prior(oob_votes, T, *, resolution=None):
     -------
     prior : ndarray of shape (T + 1,) for two classes (``prior[k] = P(T_0 = k)``),
         ``(support, probs)`` for three (as :func:`oob_prior`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.priors import deconvolved_oob_prior
+    >>> prior = deconvolved_oob_prior(np.array([[0, 37], [2, 33], [30, 4], [18, 19], [36, 0]]), T=101)
+    >>> prior.shape, round(float(prior.sum()), 6)
+    ((102,), 1.0)
     """
     v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
     return _VoteMixture(v, resolution).prior(T)
