@@ -420,3 +420,38 @@ def test_headtohead_task_record_is_checked_and_aggregated(tmp_path):
     # pooled disagreement 4 % -> 0 %: the target 1 % sits three quarters of the way
     assert t.loc["HYPER", "members"] == pytest.approx(np.mean([17.5, 19.5]))
     assert t.loc["opt-oob", "ratio_to_reference"] == 1.0 and np.isnan(t.loc["opt-oob", "pvalue"])
+
+
+def test_headtohead_budget_table_tests_the_pooled_rows():
+    from scipy import stats
+
+    from ensvote.experiments import headtohead
+
+    def rec(n, k_opt, k_hyp, m_opt, m_hyp):
+        return {"n_test": n, "params": {},
+                "rules": {"opt-oob": {"param": [0.01, 0.001], "members": [m_opt, 30.0], "disagree": [k_opt, 0]},
+                          "HYPER": {"param": [0.99, 0.999], "members": [m_hyp, 31.0], "disagree": [k_hyp, 0]}}}
+
+    # 13 + 12 of 2,000 rows: 1.25 %, within 1 % + 0.3 points; HYPER 1 + 0 rows, well below 1 %
+    recs = {"a": [rec(1000, 13, 1, 10.0, 12.0), rec(1000, 12, 0, 11.0, 12.5)],
+            # 40 of 1,000 rows: 4 %, above the margin and significantly so; HYPER at 1 %: not well below
+            "b": [rec(1000, 40, 10, 9.0, 8.0)]}
+    t = headtohead.budget(recs, [0.01]).set_index("problem")
+    a, b = t.loc["a"], t.loc["b"]
+    assert (a.n_test, a.opt_disagree, a.hyper_disagree) == (2000, 25, 1)
+    assert a.opt_pct == pytest.approx(1.25) and a.opt_members == pytest.approx(10.5)
+    ci = stats.binomtest(25, 2000).proportion_ci(method="exact")
+    assert (a.opt_ci_low, a.opt_ci_high) == pytest.approx((100 * ci.low, 100 * ci.high))
+    assert a.opt_pvalue_over == pytest.approx(stats.binom.sf(24, 2000, 0.013))
+    assert a.hyper_pvalue_below == pytest.approx(stats.binom.cdf(1, 2000, 0.01))
+    assert a.members_pvalue == pytest.approx(stats.ttest_rel([10.0, 11.0], [12.0, 12.5]).pvalue)
+    assert a.within_margin and not a.significantly_over and a.hyper_well_below and a.fewer_than_hyper
+    assert not b.within_margin and b.significantly_over and not b.hyper_well_below and not b.fewer_than_hyper
+    assert np.isnan(b.members_pvalue)  # one partition: no paired test
+    # exactly at the margin is within it
+    edge = headtohead.budget({"c": [rec(1000, 13, 0, 1.0, 1.0)]}, [0.01]).iloc[0]
+    assert edge.within_margin and edge.opt_pct == pytest.approx(1.3)
+    with pytest.raises(ValueError, match="opt-oob has no parameter 0.005"):
+        headtohead.budget(recs, [0.005])
+    with pytest.raises(ValueError, match=r"delta must be in \(0, 0.5\)"):
+        headtohead.budget(recs, [0.0])

@@ -46,7 +46,8 @@ from . import soto2016
 from .store import keys, need, number, numbers
 from .suite import Suite, profile_params
 
-__all__ = ["SUITE", "MarginRule", "RULES", "task", "check", "tables", "curves", "at_disagreement", "under_prior"]
+__all__ = ["SUITE", "MarginRule", "RULES", "task", "check", "tables", "curves", "at_disagreement", "under_prior",
+           "budget"]
 
 #: Rule names in the order the chapter shows them.
 RULES = ("FS", "infinite", "urn", "HYPER", "opt-unif", "opt-oob", "margin")
@@ -270,15 +271,105 @@ def under_prior(records):
     return pd.DataFrame(rows)
 
 
+def budget(records, deltas, margin_pp=0.3, level=0.95):
+    """The budget mode against its budget: realized disagreement at each δ, with exact binomial tests.
+
+    For each problem and budget ``δ`` in ``deltas`` this sets the optimal
+    rule with the out-of-bag votes (``opt-oob``, the budget mode of
+    :class:`~ensvote.HaltingClassifier`) beside HYPER at ``α = 1 − δ``.  The
+    test rows of every partition are pooled and each row's disagreement
+    with the full forest is treated as a Bernoulli trial (an approximation:
+    the rows of one partition share a forest, and repeated cross-validation
+    tests a row once per round).
+
+    Parameters
+    ----------
+    records : dict
+        ``{problem: [result, ...]}``, each result a :func:`task` dict with
+        its profile's ``params`` added (as :func:`tables` builds it).
+    deltas : sequence of float
+        Budgets in (0, 0.5); each must be in the profile's ``delta_grid``
+        and ``1 − δ`` in its ``alpha_grid``.
+    margin_pp : float, default 0.3
+        The tolerance in percentage points: the budget is met when the
+        realized disagreement is at most ``100 δ + margin_pp`` %.
+    level : float, default 0.95
+        Confidence level of the Clopper–Pearson intervals; the one-sided
+        tests below are read at ``1 − level``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per problem and ``delta_pct``, with the pooled ``n_test``;
+        for ``opt`` and ``hyper``: ``*_members`` (mean over partitions),
+        ``*_disagree`` (rows), ``*_pct`` and the interval ``*_ci_low`` /
+        ``*_ci_high`` (in %); ``opt_pvalue_over``, the exact one-sided
+        p-value of "the rate is at most δ + margin"; ``hyper_pvalue_below``,
+        that of "HYPER's rate is at least δ"; ``members_pvalue``, a paired
+        t-test of the members across partitions; and the verdicts
+        ``within_margin``, ``significantly_over`` (``opt_pvalue_over`` below
+        ``1 − level``), ``hyper_well_below`` (``hyper_pvalue_below`` below
+        ``1 − level``) and ``fewer_than_hyper``.
+
+    Examples
+    --------
+    >>> from ensvote.experiments.headtohead import budget
+    >>> rule = {"param": [0.01], "members": [5.0], "disagree": [3]}
+    >>> hyper = {"param": [0.99], "members": [6.0], "disagree": [0]}
+    >>> rec = {"n_test": 1000, "rules": {"opt-oob": rule, "HYPER": hyper}, "params": {}}
+    >>> b = budget({"toy": [rec]}, [0.01]).iloc[0]
+    >>> float(b.opt_pct), bool(b.within_margin), bool(b.hyper_well_below), bool(b.fewer_than_hyper)
+    (0.3, True, True, True)
+    """
+    alpha = 1.0 - level
+    out = []
+    for dataset, recs in records.items():
+        n = int(sum(r["n_test"] for r in recs))
+        for delta in deltas:
+            if not 0.0 < delta < 0.5:
+                raise ValueError(f"budget: delta must be in (0, 0.5), got {delta!r}")
+            row = {"problem": dataset, "delta_pct": 100.0 * delta, "n_realizations": len(recs), "n_test": n}
+            members = {}
+            for name, rule, value in (("opt", "opt-oob", delta), ("hyper", "HYPER", 1.0 - delta)):
+                grid = np.asarray(recs[0]["rules"][rule]["param"], dtype=float)
+                hit = np.flatnonzero(np.isclose(grid, value, rtol=0, atol=1e-12))
+                if len(hit) != 1:
+                    raise ValueError(f"budget: {rule} has no parameter {value:g} in its sweep {grid.tolist()}")
+                j = int(hit[0])
+                k = int(sum(r["rules"][rule]["disagree"][j] for r in recs))
+                members[name] = np.array([r["rules"][rule]["members"][j] for r in recs], dtype=float)
+                ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+                row.update({f"{name}_members": float(members[name].mean()), f"{name}_disagree": k,
+                            f"{name}_pct": 100.0 * k / n, f"{name}_ci_low": 100.0 * ci.low,
+                            f"{name}_ci_high": 100.0 * ci.high})
+            limit = min(1.0, delta + margin_pp / 100.0)
+            row["opt_pvalue_over"] = float(stats.binomtest(row["opt_disagree"], n, limit,
+                                                           alternative="greater").pvalue)
+            row["hyper_pvalue_below"] = float(stats.binomtest(row["hyper_disagree"], n, delta,
+                                                              alternative="less").pvalue)
+            differ = len(recs) > 1 and np.any(members["opt"] != members["hyper"])
+            row["members_pvalue"] = float(stats.ttest_rel(members["opt"], members["hyper"]).pvalue) if differ \
+                else np.nan
+            row["within_margin"] = bool(row["opt_disagree"] <= limit * n * (1 + 1e-12))
+            row["significantly_over"] = bool(row["opt_pvalue_over"] < alpha)
+            row["hyper_well_below"] = bool(row["hyper_pvalue_below"] < alpha)
+            row["fewer_than_hyper"] = bool(row["opt_members"] < row["hyper_members"])
+            out.append(row)
+    return pd.DataFrame(out)
+
+
 def tables(records, params):
-    """``curves.csv``, ``at_disagreement.csv`` (at each of the profile's ``target_pcts``) and ``under_prior.csv``."""
+    """``curves.csv``, ``at_disagreement.csv`` (at each of the profile's ``target_pcts``), ``under_prior.csv``
+    and ``budget.csv`` (:func:`budget` at every δ of the ``delta_grid`` whose ``1 − δ`` is in the ``alpha_grid``)."""
     by = {}
     for r in records:
         by.setdefault(r["dataset"], []).append({**r["result"], "params": r["params"]})
     targets = sorted({*(records[0]["params"]["target_pcts"] if records else ())}, reverse=True)
     return {"curves.csv": curves(by),
             "at_disagreement.csv": pd.concat([at_disagreement(by, t) for t in targets]) if by else pd.DataFrame(),
-            "under_prior.csv": under_prior(by)}
+            "under_prior.csv": under_prior(by),
+            "budget.csv": budget(by, [d for d in params["delta_grid"]
+                                      if np.any(np.isclose(params["alpha_grid"], 1.0 - d, rtol=0, atol=1e-12))])}
 
 
 SUITE = Suite(
