@@ -427,31 +427,55 @@ def test_headtohead_budget_table_tests_the_pooled_rows():
 
     from ensvote.experiments import headtohead
 
-    def rec(n, k_opt, k_hyp, m_opt, m_hyp):
-        return {"n_test": n, "params": {},
+    def rec(n, k_opt, k_hyp, m_opt, m_hyp, n_train=300):
+        return {"n_test": n, "n_train": n_train, "params": {},
                 "rules": {"opt-oob": {"param": [0.01, 0.001], "members": [m_opt, 30.0], "disagree": [k_opt, 0]},
                           "HYPER": {"param": [0.99, 0.999], "members": [m_hyp, 31.0], "disagree": [k_hyp, 0]}}}
 
-    # 13 + 12 of 2,000 rows: 1.25 %, within 1 % + 0.3 points; HYPER 1 + 0 rows, well below 1 %
+    # fresh test rows: 13 + 12 of 2,000 rows: 1.25 %, within 1 % + 0.3 points; HYPER 1 + 0 rows, well below 1 %
     recs = {"a": [rec(1000, 13, 1, 10.0, 12.0), rec(1000, 12, 0, 11.0, 12.5)],
             # 40 of 1,000 rows: 4 %, above the margin and significantly so; HYPER at 1 %: not well below
             "b": [rec(1000, 40, 10, 9.0, 8.0)]}
-    t = headtohead.budget(recs, [0.01]).set_index("problem")
+    t = headtohead.budget(recs, [0.01], fresh_rows={"a", "b"}).set_index("problem")
     a, b = t.loc["a"], t.loc["b"]
-    assert (a.n_test, a.opt_disagree, a.hyper_disagree) == (2000, 25, 1)
+    assert (a.n_test, a.n_effective, a.opt_disagree, a.hyper_disagree) == (2000, 2000, 25, 1)
     assert a.opt_pct == pytest.approx(1.25) and a.opt_members == pytest.approx(10.5)
     ci = stats.binomtest(25, 2000).proportion_ci(method="exact")
     assert (a.opt_ci_low, a.opt_ci_high) == pytest.approx((100 * ci.low, 100 * ci.high))
-    assert a.opt_pvalue_over == pytest.approx(stats.binom.sf(24, 2000, 0.013))
-    assert a.hyper_pvalue_below == pytest.approx(stats.binom.cdf(1, 2000, 0.01))
+    assert a.opt_pvalue_over == pytest.approx(stats.binomtest(25, 2000, 0.013, alternative="greater").pvalue)
+    assert a.hyper_pvalue_below == pytest.approx(stats.binomtest(1, 2000, 0.01, alternative="less").pvalue)
     assert a.members_pvalue == pytest.approx(stats.ttest_rel([10.0, 11.0], [12.0, 12.5]).pvalue)
     assert a.within_margin and not a.significantly_over and a.hyper_well_below and a.fewer_than_hyper
     assert not b.within_margin and b.significantly_over and not b.hyper_well_below and not b.fewer_than_hyper
     assert np.isnan(b.members_pvalue)  # one partition: no paired test
+    # cross-validated: ten repetitions of 100 rows test each row ten times; a row counts once
+    cv = {"c": [rec(10, 4 if r == 0 else 0, 0, 5.0 + r % 3, 6.0, n_train=90) for r in range(100)]}
+    c = headtohead.budget(cv, [0.01]).iloc[0]
+    assert (c.n_test, c.n_effective, c.opt_disagree, c.opt_pct) == (1000, 100, 4, pytest.approx(0.4))
+    ci = stats.binomtest(4, 1000).proportion_ci(method="exact")  # as if the 1,000 tests were independent
+    assert 0 < c.opt_ci_low < 0.01 and c.opt_ci_high > 100 * ci.high + 2
+    assert c.opt_ci_high == pytest.approx(100 * stats.beta.ppf(0.975, 1.4, 99.6))
+    assert not c.hyper_well_below  # 0 of 100 distinct rows cannot show a rate below 1 %
     # exactly at the margin is within it
-    edge = headtohead.budget({"c": [rec(1000, 13, 0, 1.0, 1.0)]}, [0.01]).iloc[0]
+    edge = headtohead.budget({"d": [rec(1000, 13, 0, 1.0, 1.0)]}, [0.01], fresh_rows={"d"}).iloc[0]
     assert edge.within_margin and edge.opt_pct == pytest.approx(1.3)
     with pytest.raises(ValueError, match="opt-oob has no parameter 0.005"):
         headtohead.budget(recs, [0.005])
     with pytest.raises(ValueError, match=r"delta must be in \(0, 0.5\)"):
         headtohead.budget(recs, [0.0])
+
+
+@pytest.mark.parametrize("k", [0, 1, 7, 30])
+def test_binomial_tails_and_intervals_for_real_counts_match_scipy_at_whole_counts(k):
+    from scipy import stats
+
+    from ensvote.experiments.headtohead import _binom_tail, _clopper_pearson
+
+    n = 30
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.9, method="exact")
+    assert _clopper_pearson(k, n, 0.9) == pytest.approx((ci.low, ci.high))
+    for p in (0.01, 0.2, 0.5):
+        assert _binom_tail(k, n, p, "greater") == pytest.approx(stats.binom.sf(k - 1, n, p))
+        assert _binom_tail(k, n, p, "less") == pytest.approx(stats.binom.cdf(k, n, p))
+    # between whole counts the tails move monotonically
+    assert _binom_tail(k + 0.5, n + 1, 0.2, "greater") <= _binom_tail(k, n + 1, 0.2, "greater")

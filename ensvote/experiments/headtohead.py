@@ -44,7 +44,7 @@ from ..optimal import OptimalRule, policy_value
 from ..rules import FixedRule, HaltingRule, InfiniteRule, UrnRule
 from . import soto2016
 from .store import keys, need, number, numbers
-from .suite import Suite, profile_params
+from .suite import SYNTHETIC, Suite, profile_params
 
 __all__ = ["SUITE", "MarginRule", "RULES", "task", "check", "tables", "curves", "at_disagreement", "under_prior",
            "budget"]
@@ -271,16 +271,41 @@ def under_prior(records):
     return pd.DataFrame(rows)
 
 
-def budget(records, deltas, margin_pp=0.3, level=0.95):
+def _clopper_pearson(k, n, level):
+    """The exact (Clopper–Pearson) interval of a rate, for a real-valued count ``k`` of ``n``."""
+    a = 1.0 - level
+    low = 0.0 if k <= 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    high = 1.0 if k >= n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    return low, high
+
+
+def _binom_tail(k, n, p, side):
+    """P(X >= k) (``side="greater"``) or P(X <= k) (``"less"``) for X ~ Binomial(n, p), for real ``k`` too."""
+    if side == "greater":
+        return 1.0 if k <= 0 else float(stats.beta.cdf(p, k, n - k + 1))
+    return 1.0 if k >= n else float(stats.beta.sf(p, k + 1, n - k))
+
+
+def budget(records, deltas, margin_pp=0.3, level=0.95, fresh_rows=SYNTHETIC):
     """The budget mode against its budget: realized disagreement at each δ, with exact binomial tests.
 
     For each problem and budget ``δ`` in ``deltas`` this sets the optimal
     rule with the out-of-bag votes (``opt-oob``, the budget mode of
     :class:`~ensvote.HaltingClassifier`) beside HYPER at ``α = 1 − δ``.  The
-    test rows of every partition are pooled and each row's disagreement
-    with the full forest is treated as a Bernoulli trial (an approximation:
-    the rows of one partition share a forest, and repeated cross-validation
-    tests a row once per round).
+    realized disagreement pools the test rows of every partition.
+
+    The intervals and tests treat disagreements as Bernoulli trials on
+    ``n_effective`` rows.  Problems in ``fresh_rows`` draw new test rows
+    for every partition, and every pooled row counts.  The other problems
+    are cross-validated, so repetitions test the same rows again; there a
+    row counts once (``n_effective`` is the size of the data set, and the
+    count of disagreements is scaled by ``n_effective / n_test``), which
+    treats a row's disagreement as the same in every repetition and makes
+    the intervals wider than they would be with independent rows.  (The rows
+    of one partition also share a forest; that is not modelled.)  For a
+    real-valued count ``k`` of ``n`` the exact binomial formulas are used in
+    their beta-function form, which equals the binomial ones for whole
+    numbers.
 
     Parameters
     ----------
@@ -296,28 +321,31 @@ def budget(records, deltas, margin_pp=0.3, level=0.95):
     level : float, default 0.95
         Confidence level of the Clopper–Pearson intervals; the one-sided
         tests below are read at ``1 − level``.
+    fresh_rows : collection of str, default ``ensvote.experiments.SYNTHETIC``
+        The problems whose partitions draw fresh test rows.
 
     Returns
     -------
     pandas.DataFrame
-        One row per problem and ``delta_pct``, with the pooled ``n_test``;
-        for ``opt`` and ``hyper``: ``*_members`` (mean over partitions),
-        ``*_disagree`` (rows), ``*_pct`` and the interval ``*_ci_low`` /
-        ``*_ci_high`` (in %); ``opt_pvalue_over``, the exact one-sided
-        p-value of "the rate is at most δ + margin"; ``hyper_pvalue_below``,
-        that of "HYPER's rate is at least δ"; ``members_pvalue``, a paired
-        t-test of the members across partitions; and the verdicts
-        ``within_margin``, ``significantly_over`` (``opt_pvalue_over`` below
-        ``1 − level``), ``hyper_well_below`` (``hyper_pvalue_below`` below
-        ``1 − level``) and ``fewer_than_hyper``.
+        One row per problem and ``delta_pct``, with the pooled ``n_test``
+        and ``n_effective``; for ``opt`` and ``hyper``: ``*_members`` (mean
+        over partitions), ``*_disagree`` (pooled rows), ``*_pct`` and the
+        interval ``*_ci_low`` / ``*_ci_high`` (in %); ``opt_pvalue_over``,
+        the exact one-sided p-value of "the rate is at most δ + margin";
+        ``hyper_pvalue_below``, that of "HYPER's rate is at least δ";
+        ``members_pvalue``, a paired t-test of the members across
+        partitions; and the verdicts ``within_margin``,
+        ``significantly_over`` (``opt_pvalue_over`` below ``1 − level``),
+        ``hyper_well_below`` (``hyper_pvalue_below`` below ``1 − level``)
+        and ``fewer_than_hyper``.
 
     Examples
     --------
     >>> from ensvote.experiments.headtohead import budget
     >>> rule = {"param": [0.01], "members": [5.0], "disagree": [3]}
     >>> hyper = {"param": [0.99], "members": [6.0], "disagree": [0]}
-    >>> rec = {"n_test": 1000, "rules": {"opt-oob": rule, "HYPER": hyper}, "params": {}}
-    >>> b = budget({"toy": [rec]}, [0.01]).iloc[0]
+    >>> rec = {"n_train": 300, "n_test": 1000, "rules": {"opt-oob": rule, "HYPER": hyper}, "params": {}}
+    >>> b = budget({"toy": [rec]}, [0.01], fresh_rows={"toy"}).iloc[0]
     >>> float(b.opt_pct), bool(b.within_margin), bool(b.hyper_well_below), bool(b.fewer_than_hyper)
     (0.3, True, True, True)
     """
@@ -325,11 +353,13 @@ def budget(records, deltas, margin_pp=0.3, level=0.95):
     out = []
     for dataset, recs in records.items():
         n = int(sum(r["n_test"] for r in recs))
+        n_eff = n if dataset in fresh_rows else min(n, int(recs[0]["n_train"] + recs[0]["n_test"]))
         for delta in deltas:
             if not 0.0 < delta < 0.5:
                 raise ValueError(f"budget: delta must be in (0, 0.5), got {delta!r}")
-            row = {"problem": dataset, "delta_pct": 100.0 * delta, "n_realizations": len(recs), "n_test": n}
-            members = {}
+            row = {"problem": dataset, "delta_pct": 100.0 * delta, "n_realizations": len(recs), "n_test": n,
+                   "n_effective": n_eff}
+            members, k_eff = {}, {}
             for name, rule, value in (("opt", "opt-oob", delta), ("hyper", "HYPER", 1.0 - delta)):
                 grid = np.asarray(recs[0]["rules"][rule]["param"], dtype=float)
                 hit = np.flatnonzero(np.isclose(grid, value, rtol=0, atol=1e-12))
@@ -337,19 +367,20 @@ def budget(records, deltas, margin_pp=0.3, level=0.95):
                     raise ValueError(f"budget: {rule} has no parameter {value:g} in its sweep {grid.tolist()}")
                 j = int(hit[0])
                 k = int(sum(r["rules"][rule]["disagree"][j] for r in recs))
+                k_eff[name] = k * n_eff / n
                 members[name] = np.array([r["rules"][rule]["members"][j] for r in recs], dtype=float)
-                ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+                low, high = _clopper_pearson(k_eff[name], n_eff, level)
                 row.update({f"{name}_members": float(members[name].mean()), f"{name}_disagree": k,
-                            f"{name}_pct": 100.0 * k / n, f"{name}_ci_low": 100.0 * ci.low,
-                            f"{name}_ci_high": 100.0 * ci.high})
+                            f"{name}_pct": 100.0 * k / n, f"{name}_ci_low": 100.0 * low,
+                            f"{name}_ci_high": 100.0 * high})
             limit = min(1.0, delta + margin_pp / 100.0)
-            row["opt_pvalue_over"] = float(stats.binomtest(row["opt_disagree"], n, limit,
-                                                           alternative="greater").pvalue)
-            row["hyper_pvalue_below"] = float(stats.binomtest(row["hyper_disagree"], n, delta,
-                                                              alternative="less").pvalue)
+            row["opt_pvalue_over"] = _binom_tail(k_eff["opt"], n_eff, limit, "greater")
+            row["hyper_pvalue_below"] = _binom_tail(k_eff["hyper"], n_eff, delta, "less")
             differ = len(recs) > 1 and np.any(members["opt"] != members["hyper"])
-            row["members_pvalue"] = float(stats.ttest_rel(members["opt"], members["hyper"]).pvalue) if differ \
-                else np.nan
+            with warnings.catch_warnings():  # members that differ by a constant: no variance, NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                row["members_pvalue"] = float(stats.ttest_rel(members["opt"], members["hyper"]).pvalue) \
+                    if differ else np.nan
             row["within_margin"] = bool(row["opt_disagree"] <= limit * n * (1 + 1e-12))
             row["significantly_over"] = bool(row["opt_pvalue_over"] < alpha)
             row["hyper_well_below"] = bool(row["hyper_pvalue_below"] < alpha)
