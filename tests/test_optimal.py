@@ -463,6 +463,14 @@ def test_headtohead_budget_table_tests_the_pooled_rows():
         headtohead.budget(recs, [0.005])
     with pytest.raises(ValueError, match=r"delta must be in \(0, 0.5\)"):
         headtohead.budget(recs, [0.0])
+    for bad in (0.0, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
+            headtohead.budget(recs, [0.01], level=bad)
+    with pytest.raises(TypeError, match="level must be a real number"):
+        headtohead.budget(recs, [0.01], level="95%")
+    for bad in (-0.1, float("nan"), 100.0, "0.3", True):
+        with pytest.raises(ValueError, match="margin_pp must be a number of percentage points"):
+            headtohead.budget(recs, [0.01], margin_pp=bad)
 
 
 @pytest.mark.parametrize("k", [0, 1, 7, 30])

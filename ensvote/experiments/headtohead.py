@@ -30,6 +30,7 @@ are the threshold rules?* renders.  The ``book`` profile runs five problems
 (``book_datasets``).
 """
 
+import numbers as _numbers
 import warnings
 
 import numpy as np
@@ -37,7 +38,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.ensemble import RandomForestClassifier
 
-from .._validation import check_positive_int
+from .._validation import check_positive_int, check_probability
 from ..classifier import HaltingClassifier
 from ..engine import halt
 from ..optimal import OptimalRule, policy_value
@@ -339,6 +340,14 @@ def budget(records, deltas, margin_pp=0.3, level=0.95, fresh_rows=SYNTHETIC):
         ``hyper_well_below`` (``hyper_pvalue_below`` below ``1 − level``)
         and ``fewer_than_hyper``.
 
+    Raises
+    ------
+    ValueError
+        A budget outside (0, 0.5) or missing from the sweeps, a ``level``
+        outside (0, 1) or a ``margin_pp`` outside [0, 100).
+    TypeError
+        A ``level`` that is not a real number.
+
     Examples
     --------
     >>> from ensvote.experiments.headtohead import budget
@@ -349,6 +358,9 @@ def budget(records, deltas, margin_pp=0.3, level=0.95, fresh_rows=SYNTHETIC):
     >>> float(b.opt_pct), bool(b.within_margin), bool(b.hyper_well_below), bool(b.fewer_than_hyper)
     (0.3, True, True, True)
     """
+    level = check_probability(level, name="level")
+    if isinstance(margin_pp, bool) or not isinstance(margin_pp, _numbers.Real) or not 0.0 <= margin_pp < 100.0:
+        raise ValueError(f"budget: margin_pp must be a number of percentage points in [0, 100), got {margin_pp!r}")
     alpha = 1.0 - level
     out = []
     for dataset, recs in records.items():
