@@ -487,3 +487,20 @@ def test_binomial_tails_and_intervals_for_real_counts_match_scipy_at_whole_count
         assert _binom_tail(k, n, p, "less") == pytest.approx(stats.binom.cdf(k, n, p))
     # between whole counts the tails move monotonically
     assert _binom_tail(k + 0.5, n + 1, 0.2, "greater") <= _binom_tail(k, n + 1, 0.2, "greater")
+
+
+def test_against_reference_counts_significant_differences_by_direction():
+    import pandas as pd
+
+    from ensvote.experiments.headtohead import against_reference
+
+    t = pd.DataFrame({"problem": list("abcd") * 2, "rule": ["urn"] * 4 + ["opt-oob"] * 4, "target_pct": 0.1,
+                      "ratio_to_reference": [0.9, 1.2, 1.5, np.nan] + [1.0] * 4,
+                      "pvalue": [0.01, 0.04, 0.3, np.nan] + [np.nan] * 4})
+    r = against_reference(t).iloc[0]
+    assert (r.rule, r.problems, r.median_ratio, r.more, r.fewer) == ("urn", 3, pytest.approx(1.2), 1, 1)
+    strict = against_reference(t, level=0.98).iloc[0]  # p < 0.02: only the 0.01
+    assert (strict.more, strict.fewer) == (0, 1)
+    assert (against_reference(t, level=0.99).iloc[0][["more", "fewer"]] == 0).all()  # 0.01 is not below 0.01
+    with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
+        against_reference(t, level=1.5)

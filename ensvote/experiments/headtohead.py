@@ -48,7 +48,7 @@ from .store import keys, need, number, numbers
 from .suite import SYNTHETIC, Suite, profile_params
 
 __all__ = ["SUITE", "MarginRule", "RULES", "task", "check", "tables", "curves", "at_disagreement", "under_prior",
-           "budget"]
+           "budget", "against_reference"]
 
 #: Rule names in the order the chapter shows them.
 RULES = ("FS", "infinite", "urn", "HYPER", "opt-unif", "opt-oob", "margin")
@@ -361,7 +361,7 @@ def budget(records, deltas, margin_pp=0.3, level=0.95, fresh_rows=SYNTHETIC):
     level = check_probability(level, name="level")
     if isinstance(margin_pp, bool) or not isinstance(margin_pp, _numbers.Real) or not 0.0 <= margin_pp < 100.0:
         raise ValueError(f"budget: margin_pp must be a number of percentage points in [0, 100), got {margin_pp!r}")
-    alpha = 1.0 - level
+    alpha = round(1.0 - level, 12)
     out = []
     for dataset, recs in records.items():
         n = int(sum(r["n_test"] for r in recs))
@@ -399,6 +399,48 @@ def budget(records, deltas, margin_pp=0.3, level=0.95, fresh_rows=SYNTHETIC):
             row["fewer_than_hyper"] = bool(row["opt_members"] < row["hyper_members"])
             out.append(row)
     return pd.DataFrame(out)
+
+
+def against_reference(table, reference="opt-oob", level=0.95):
+    """Every rule against ``reference`` over the problems of an :func:`at_disagreement` table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Rows of :func:`at_disagreement` (one or more ``target_pct``).
+    reference : str, default ``"opt-oob"``
+        The rule the ratios in ``table`` are relative to.
+    level : float, default 0.95
+        A paired test counts when its p-value is below ``1 − level``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per ``target_pct`` and rule: ``problems`` (those where both
+        sweeps reach the target), ``median_ratio`` of the members, and
+        ``more`` / ``fewer``, the problems where the rule needs
+        significantly more / fewer members than ``reference``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from ensvote.experiments.headtohead import against_reference
+    >>> t = pd.DataFrame({"problem": ["a", "b", "a", "b"], "rule": ["FS", "FS", "opt-oob", "opt-oob"],
+    ...                   "target_pct": 1.0, "ratio_to_reference": [4.0, 3.0, 1.0, 1.0],
+    ...                   "pvalue": [0.001, 0.2, float("nan"), float("nan")]})
+    >>> against_reference(t).iloc[0].to_dict()
+    {'target_pct': 1.0, 'rule': 'FS', 'problems': 2, 'median_ratio': 3.5, 'more': 1, 'fewer': 0}
+    """
+    level = check_probability(level, name="level")
+    rows = []
+    for (target, rule), g in table[table.rule != reference].groupby(["target_pct", "rule"], sort=False):
+        g = g.dropna(subset=["ratio_to_reference"])
+        sig = g.pvalue < round(1.0 - level, 12)  # 0.05, not 0.05000000000000004
+        rows.append({"target_pct": float(target), "rule": rule, "problems": len(g),
+                     "median_ratio": float(g.ratio_to_reference.median()),
+                     "more": int((sig & (g.ratio_to_reference > 1)).sum()),
+                     "fewer": int((sig & (g.ratio_to_reference < 1)).sum())})
+    return pd.DataFrame(rows, columns=["target_pct", "rule", "problems", "median_ratio", "more", "fewer"])
 
 
 def tables(records, params):
