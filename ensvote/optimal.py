@@ -47,6 +47,7 @@ import numbers
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from ._cache import BoundedCache
 from ._utils import check_random_state
@@ -64,6 +65,7 @@ MAX_T = 101
 SUPPORTED_CLASSES = (2, 3)
 
 _MODELS = BoundedCache("optimal-policy urn models", 16)
+_MIXTURE_PRIORS = BoundedCache("deconvolved out-of-bag priors of the budget mode", 64)
 
 
 class PolicyValue(NamedTuple):
@@ -138,6 +140,216 @@ def _resolve_prior(prior, T, n_classes):
 
 
 # --------------------------------------------------------------------------
+# compiled recursions over the padded levels
+# --------------------------------------------------------------------------
+# Level ``s`` of a model is row ``s`` of a ``(T + 1, (T + 1) ** (l - 1))``
+# array: the first ``l - 1`` counts of a vote vector, row-major with stride
+# ``T + 1``; the level's own block is the counts up to ``s``.  The loops do
+# the very floating-point operations, in the same order, of the level-by-level
+# NumPy recursion they replace (``tests/test_optimal.py`` checks bit equality
+# against it), including NumPy's pairwise summation for the level totals.
+@njit(cache=True, nogil=True)
+def _leaf_sum(a, lo, n):
+    """NumPy's pairwise summation of ``a[lo:lo + n]`` for ``n <= 128``: eight running sums."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    m = n - n % 8
+    while i < m:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_sum(a, lo, n):
+    """``np.sum(a[lo:lo + n])``, bit for bit: NumPy's pairwise summation.
+
+    Above 128 terms NumPy splits the range in two (the first part a multiple
+    of 8) and adds the two sums; the same tree is walked here with an explicit
+    stack (numba cannot cache a recursive function).
+    """
+    if n <= 128:
+        return _leaf_sum(a, lo, n)
+    node_lo = np.empty(128, dtype=np.int64)
+    node_n = np.empty(128, dtype=np.int64)
+    split = np.zeros(128, dtype=np.bool_)
+    vals = np.empty(128)
+    node_lo[0], node_n[0] = lo, n
+    top, nv = 1, 0
+    while top > 0:
+        i = top - 1
+        if node_n[i] <= 128:
+            vals[nv] = _leaf_sum(a, node_lo[i], node_n[i])
+            nv += 1
+            top -= 1
+        elif split[i]:  # both halves summed: add them (IEEE addition is commutative)
+            vals[nv - 2] = vals[nv - 2] + vals[nv - 1]
+            nv -= 1
+            top -= 1
+        else:
+            split[i] = True
+            n2 = node_n[i] // 2
+            n2 -= n2 % 8
+            node_lo[top], node_n[top], split[top] = node_lo[i], n2, False
+            node_lo[top + 1], node_n[top + 1], split[top + 1] = node_lo[i] + n2, node_n[i] - n2, False
+            top += 2
+    return vals[0]
+
+
+@njit(cache=True, nogil=True)
+def _offsets(W, d):
+    """Padded offset of ``t + e_i`` from ``t`` (one level up), per class ``i``."""
+    off = np.zeros(d + 1, dtype=np.int64)
+    if d == 1:
+        off[0] = 1
+    else:
+        off[0], off[1] = W, 1
+    return off
+
+
+# In the loops, level ``s`` is walked row-major as ``rows(m) x m`` cells with
+# ``m = s + 1``: ``rows = m`` for three classes (cell ``a W + b``), one row for two.
+@njit(cache=True, nogil=True)
+def _solve_kernel(trans, loss, valid, T, d, price, stops):
+    W = T + 1
+    off = _offsets(W, d)
+    V = np.zeros(trans.shape[2])
+    V2 = np.zeros(trans.shape[2])
+    stops[:] = False
+    stops[T] = valid[T]
+    for s in range(T - 1, -1, -1):
+        m = s + 1
+        for a in range(m if d == 2 else 1):
+            for b in range(m):
+                f = a * W + b
+                acc = 0.0
+                for i in range(d + 1):
+                    acc += trans[s, i, f] * V[f + off[i]]
+                c = 1.0 + acc
+                stop = s > 0 and valid[s, f] and price * loss[s, f] <= c
+                stops[s, f] = stop
+                V2[f] = price * loss[s, f] if stop else c
+        V, V2 = V2, V
+    return V[0]
+
+
+@njit(cache=True, nogil=True)
+def _evaluate_kernel(trans, loss, stops, T, d, rs_level, rs_cell, rs_prob):
+    W = T + 1
+    N = trans.shape[2]
+    off = _offsets(W, d)
+    reach, nxt, cont = np.zeros(N), np.zeros(N), np.zeros(N)
+    go, lost = np.empty(N), np.empty(N)
+    reach[0] = 1.0
+    members = disagreement = 0.0
+    for s in range(T):
+        m = s + 1
+        rows = m if d == 2 else 1
+        k = 0
+        for a in range(rows):
+            for b in range(m):
+                f = a * W + b
+                p = 1.0 if stops[s, f] else 0.0
+                if s == rs_level and f == rs_cell:
+                    p = rs_prob
+                go[k] = reach[f] * (1.0 - p)
+                lost[k] = reach[f] * p * loss[s, f]
+                cont[f] = go[k]
+                k += 1
+        members += _pairwise_sum(go, 0, k)
+        disagreement += _pairwise_sum(lost, 0, k)
+        for a in range(m + 1 if d == 2 else 1):
+            for b in range(m + 1):
+                nxt[a * W + b] = 0.0
+        for i in range(d + 1):
+            for a in range(rows):
+                for b in range(m):
+                    f = a * W + b
+                    nxt[f + off[i]] += cont[f] * trans[s, i, f]
+        reach, nxt = nxt, reach
+    return members, disagreement
+
+
+@njit(cache=True, nogil=True)
+def _flip_kernel(trans, loss, valid, stops, T, d, slack):
+    """The vote vector whose stop saves the most members within ``slack`` more disagreement.
+
+    A forward pass gives the probability of reaching each vote vector, a
+    backward pass the members still to come and the disagreement still to
+    arise after going on there; stopping at ``t`` instead changes the
+    policy's expected members by ``dn = -reach (1 + members to come)`` and its
+    disagreement by ``dd = reach (d(t) - disagreement to come)``.  Among the
+    vote vectors where the policy goes on (not at the first or the last
+    level) with ``dd <= slack`` and ``dn < -1e-12``, the one with the least
+    ``dn`` (the first, level by level and row-major, on ties) is returned as
+    ``(level, cell)``, or ``(-1, -1)`` if there is none.
+    """
+    W = T + 1
+    N = trans.shape[2]
+    off = _offsets(W, d)
+    reach = np.zeros((T + 1, N))
+    reach[0, 0] = 1.0
+    cont = np.zeros(N)
+    for s in range(T):
+        m = s + 1
+        rows = m if d == 2 else 1
+        for a in range(rows):
+            for b in range(m):
+                f = a * W + b
+                cont[f] = reach[s, f] * (1.0 - (1.0 if stops[s, f] else 0.0))
+        for i in range(d + 1):
+            for a in range(rows):
+                for b in range(m):
+                    f = a * W + b
+                    reach[s + 1, f + off[i]] += cont[f] * trans[s, i, f]
+    nval, dval = np.zeros(N), np.zeros(N)
+    nval2, dval2 = np.zeros(N), np.zeros(N)
+    best, best_s, best_f = np.inf, -1, -1
+    for s in range(T - 1, -1, -1):
+        m = s + 1
+        level_best, level_f = np.inf, -1
+        for a in range(m if d == 2 else 1):
+            for b in range(m):
+                f = a * W + b
+                n_acc = 0.0
+                d_go = 0.0
+                for i in range(d + 1):
+                    n_acc += trans[s, i, f] * nval[f + off[i]]
+                for i in range(d + 1):
+                    d_go += trans[s, i, f] * dval[f + off[i]]
+                n_go = 1.0 + n_acc
+                if s > 0 and valid[s, f] and not stops[s, f]:
+                    dn = -reach[s, f] * n_go
+                    dd = reach[s, f] * (loss[s, f] - d_go)
+                    if dd <= slack and dn < -1e-12 and dn < level_best:
+                        level_best, level_f = dn, f
+                nval2[f] = 0.0 if stops[s, f] else n_go
+                dval2[f] = loss[s, f] if stops[s, f] else d_go
+        if level_f >= 0 and level_best <= best:  # an earlier level wins a tie
+            best, best_s, best_f = level_best, s, level_f
+        nval, nval2 = nval2, nval
+        dval, dval2 = dval2, dval
+    return best_s, best_f
+
+
+# --------------------------------------------------------------------------
 # the urn model, level by level
 # --------------------------------------------------------------------------
 class _UrnModel:
@@ -197,6 +409,18 @@ class _UrnModel:
             logq, logr = np.where(ok, new_q, -np.inf), np.where(ok, new_r, -np.inf)
             self._store(s, logq, logr)
         self.trans[T] = None
+        # the padded layout the compiled loops use (see above); level s is row s
+        W, d = T + 1, l - 1
+        block = [(slice(0, s + 1),) * d for s in range(T + 1)]
+        trans = np.zeros((T, l, W ** d))
+        loss = np.zeros((T + 1, W ** d))
+        valid = np.zeros((T + 1, W ** d), dtype=bool)
+        for s in range(T + 1):
+            loss[s].reshape((W,) * d)[block[s]] = self.loss[s]
+            valid[s].reshape((W,) * d)[block[s]] = self.valid[s]
+            if s < T:
+                trans[s].reshape((l,) + (W,) * d)[(slice(None),) + block[s]] = self.trans[s]
+        self.trans, self.loss, self.valid = trans, loss, valid
 
     def _grid(self, s):
         """The counts ``t_0 .. t_{l-1}`` at level ``s`` as broadcastable arrays (last may be negative)."""
@@ -222,72 +446,52 @@ class _UrnModel:
         self.counts[s] = full
 
     # ------------------------------------------------------------------
+    # A policy is a boolean array ``stops`` of shape ``(T + 1, (T + 1) ** (l - 1))``:
+    # row ``s`` says where level ``s`` stops (False outside the level's block).
+    def level(self, x, s):
+        """The block of level ``s`` of a padded row ``x``, shaped ``(s + 1,) * (l - 1)``."""
+        d = self.l - 1
+        return x.reshape((self.T + 1,) * d)[(slice(0, s + 1),) * d]
+
+    def pad(self, levels):
+        """Stop masks given level by level (shapes ``(s + 1,) * (l - 1)``) as a padded policy."""
+        out = np.zeros(self.valid.shape, dtype=bool)
+        for s, x in enumerate(levels):
+            self.level(out[s], s)[...] = x
+        return out
+
+    def state_counts(self, s, cell):
+        """The vote vector at padded index ``cell`` of level ``s``."""
+        W = self.T + 1
+        first = [cell] if self.l == 2 else [cell // W, cell % W]
+        return np.array(first + [s - sum(first)], dtype=np.int64)
+
     def solve(self, price):
-        """Bellman recursion at price λ: ``(value at the start, stop masks per level)``."""
-        T, l = self.T, self.l
-        V = np.zeros((T + 1,) * (l - 1))
-        stops = [None] * (T + 1)
-        stops[T] = self.valid[T].copy()
-        for s in range(T - 1, -1, -1):
-            cont = 1.0 + sum(self.trans[s][i] * V[self._shift(s, i)] for i in range(l))
-            if s == 0:
-                stop = np.zeros(cont.shape, dtype=bool)
-            else:
-                stop = self.valid[s] & (price * self.loss[s] <= cont)
-            stops[s] = stop
-            V = np.where(stop, price * self.loss[s], cont)
-        return float(V.reshape(-1)[0]), stops
+        """Bellman recursion at price λ: ``(value at the start, stop policy)``."""
+        stops = np.zeros(self.valid.shape, dtype=bool)
+        value = _solve_kernel(self.trans, self.loss, self.valid, self.T, self.l - 1, float(price), stops)
+        return float(value), stops
 
     def evaluate(self, stops, random_state=None, stop_prob=0.0):
-        """Expected members and disagreement of a policy (stop masks per level).
+        """Expected members and disagreement of a policy.
 
-        ``random_state=(s, index)`` makes the policy stop at that one vote
+        ``random_state=(s, cell)`` makes the policy stop at that one vote
         vector with probability ``stop_prob`` instead of following ``stops``.
         """
-        T, l = self.T, self.l
-        reach = np.ones((1,) * (l - 1))
-        members = disagreement = 0.0
-        for s in range(T):
-            p = stops[s].astype(float)
-            if random_state is not None and random_state[0] == s:
-                p[random_state[1]] = stop_prob
-            members += float(np.sum(reach * (1.0 - p)))
-            disagreement += float(np.sum(reach * p * self.loss[s]))
-            cont = reach * (1.0 - p)
-            nxt = np.zeros((s + 2,) * (l - 1))
-            for i in range(l):
-                nxt[self._shift(s, i)] += cont * self.trans[s][i]
-            reach = nxt
-        return PolicyValue(members, disagreement)
+        level, cell = (-1, -1) if random_state is None else random_state
+        members, disagreement = _evaluate_kernel(self.trans, self.loss, stops, self.T, self.l - 1,
+                                                 int(level), int(cell), float(stop_prob))
+        return PolicyValue(float(members), float(disagreement))
 
-    def flip_effects(self, stops):
-        """What stopping at each vote vector, where ``stops`` goes on, would change.
+    def best_flip(self, stops, slack):
+        """The vote vector ``(s, cell)`` whose stop saves the most members within ``slack``, or None.
 
-        Returns per level ``(d_members, d_disagreement)``: the exact change of
-        the policy's expected members and disagreement if it stopped at that
-        vote vector (and nowhere else differently).  One forward pass gives the
-        probability of reaching each vote vector, one backward pass the members
-        still to come and the disagreement still to arise after going on there.
+        See ``_flip_kernel``: the exact change of expected members and
+        disagreement of stopping at one more vote vector, for all of them in
+        one forward and one backward pass.
         """
-        T, l = self.T, self.l
-        reach = [np.ones((1,) * (l - 1))]
-        for s in range(T):
-            cont = reach[s] * (1.0 - stops[s])
-            nxt = np.zeros((s + 2,) * (l - 1))
-            for i in range(l):
-                nxt[self._shift(s, i)] += cont * self.trans[s][i]
-            reach.append(nxt)
-        nval = np.zeros((T + 1,) * (l - 1))
-        dval = np.zeros((T + 1,) * (l - 1))
-        out = [None] * (T + 1)
-        out[T] = (np.zeros_like(nval), np.zeros_like(dval))
-        for s in range(T - 1, -1, -1):
-            n_go = 1.0 + sum(self.trans[s][i] * nval[self._shift(s, i)] for i in range(l))
-            d_go = sum(self.trans[s][i] * dval[self._shift(s, i)] for i in range(l))
-            out[s] = (-reach[s] * n_go, reach[s] * (self.loss[s] - d_go))
-            nval = np.where(stops[s], 0.0, n_go)
-            dval = np.where(stops[s], self.loss[s], d_go)
-        return out
+        s, cell = _flip_kernel(self.trans, self.loss, self.valid, stops, self.T, self.l - 1, float(slack))
+        return None if s < 0 else (int(s), int(cell))
 
     def dense(self, stops):
         """A boolean table ``(T + 1,) * l`` of the stop decisions (True at ``sum == T``)."""
@@ -296,7 +500,7 @@ class _UrnModel:
         for s in range(1, T + 1):
             full = self.counts[s]
             ok = full[-1] >= 0
-            decide = stops[s] | (s == T)
+            decide = self.level(stops[s], s) | (s == T)
             table[tuple(f[ok] for f in full)] = decide[ok]
         return table
 
@@ -311,19 +515,19 @@ def _model(T, support, probs):
 
 
 def _diff_states(a, b, valid):
-    """Vote vectors ``(s, index)`` where two policies' stop masks differ (valid states only), in order."""
-    out = []
-    for s in range(len(a)):
-        d = (a[s] != b[s]) & valid[s]
-        out.extend((s, idx) for idx in zip(*np.nonzero(d)))
-    return out
+    """Vote vectors ``(s, cell)`` where two policies differ (valid states only), level by level, row-major."""
+    return [(int(s), int(c)) for s, c in zip(*np.nonzero((a != b) & valid))]
+
+
+def _n_diff(a, b, valid):
+    return int(np.count_nonzero((a != b) & valid))
 
 
 def _with(stops, states, source):
     """``stops`` with the decisions at ``states`` taken from ``source``."""
-    new = [x.copy() for x in stops]
-    for s, idx in states:
-        new[s][idx] = source[s][idx]
+    new = stops.copy()
+    for s, c in states:
+        new[s, c] = source[s, c]
     return new
 
 
@@ -337,21 +541,11 @@ def _fill_budget(model, stops, value, delta, max_flips=200):
     never worse than the policy it starts from.
     """
     for _ in range(max_flips):
-        slack = delta - value.disagreement
-        best = None
-        for s, (dn, dd) in enumerate(model.flip_effects(stops)):
-            if s == 0 or s == model.T:
-                continue
-            ok = model.valid[s] & ~stops[s] & (dd <= slack) & (dn < -1e-12)
-            if ok.any():
-                gain = np.where(ok, dn, 0.0)
-                idx = np.unravel_index(np.argmin(gain), gain.shape)
-                if best is None or gain[idx] < best[0]:
-                    best = (gain[idx], s, idx)
+        best = model.best_flip(stops, delta - value.disagreement)
         if best is None:
             break
-        new = [x.copy() for x in stops]
-        new[best[1]][best[2]] = True
+        new = stops.copy()
+        new[best] = True
         v_new = model.evaluate(new)
         if v_new.disagreement > delta or v_new.members >= value.members:  # pragma: no cover - rounding
             break
@@ -377,7 +571,7 @@ def _meet_budget(model, delta, max_iter=200):
         v_hi = model.evaluate(stops_hi)
     stops_lo = stops0 if lo == 0.0 else model.solve(lo)[1]
     for _ in range(max_iter):
-        if len(_diff_states(stops_lo, stops_hi, model.valid)) <= 1 or hi - lo <= 1e-13 * hi:
+        if _n_diff(stops_lo, stops_hi, model.valid) <= 1 or hi - lo <= 1e-13 * hi:
             break
         mid = 0.5 * (lo + hi) if lo == 0.0 or hi / lo > 4 else math.sqrt(lo * hi)
         stops_mid = model.solve(mid)[1]
@@ -394,8 +588,8 @@ def _meet_budget(model, delta, max_iter=200):
         v_nxt = model.evaluate(nxt)
         if v_nxt.disagreement > delta:
             # stopping with probability q at `state` interpolates linearly between cur and nxt
-            q_cur = float(cur[state[0]][state[1]])
-            q_nxt = float(nxt[state[0]][state[1]])
+            q_cur = float(cur[state])
+            q_nxt = float(nxt[state])
             w = (delta - v_cur.disagreement) / (v_nxt.disagreement - v_cur.disagreement)
             prob = q_cur + w * (q_nxt - q_cur)
             v_mix = model.evaluate(cur, random_state=state, stop_prob=prob)
@@ -523,7 +717,7 @@ class OptimalRule(HaltingRule):
         v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
         cv = cross_validated_budget(v, T, delta, n_folds=n_folds, random_state=random_state, resolution=resolution,
                                     rtol=rtol)
-        rule = cls(T, cv.budget, prior=_VoteMixture(v, resolution).prior(T))
+        rule = cls(T, cv.budget, prior=_mixture_prior(v, T, resolution))
         rule.target_disagreement = delta
         rule.cross_validation = cv
         return rule
@@ -558,8 +752,7 @@ class OptimalRule(HaltingRule):
             self.boundary_state = None
             self.boundary_stop_probability = None
         else:
-            s, idx = sol["state"]
-            self.boundary_state = np.array([int(c[idx]) for c in model.counts[s]], dtype=np.int64)
+            self.boundary_state = model.state_counts(*sol["state"])
             self.boundary_stop_probability = float(sol["prob"])
         self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
 
@@ -663,6 +856,45 @@ class CrossValidatedBudget(NamedTuple):
     n_rounds: int  #: budgets tried
 
 
+def _votes_key(v):
+    return hashlib.sha256(np.ascontiguousarray(v, dtype=np.int64).tobytes()).hexdigest() + str(v.shape)
+
+
+def _mixture_prior(v, T, resolution):
+    """The deconvolved prior of all the rows (kept: every budget of the same votes uses it)."""
+    key = ("all", _votes_key(v), T, resolution)
+    prior = _MIXTURE_PRIORS.get(key)
+    if prior is None:
+        prior = _VoteMixture(v, resolution).prior(T)
+        _MIXTURE_PRIORS[key] = prior
+    return prior
+
+
+def _fold_fits(v, T, resolution, n_folds, random_state):
+    """Per fold: the prior fitted on the other folds, the fold's own votes as a prior, its rows.
+
+    The fits depend on the votes, the folds and nothing else, so for a seed
+    (None or an int) they are kept for the next budget of the same votes; a
+    Generator draws new folds every call.
+    """
+    seeded = random_state is None or (isinstance(random_state, (int, np.integer))
+                                      and not isinstance(random_state, bool))
+    key = ("folds", _votes_key(v), T, resolution, n_folds, random_state if random_state is None
+           else int(random_state)) if seeded else None
+    fits = _MIXTURE_PRIORS.get(key) if seeded else None
+    if fits is None:
+        rng = check_random_state(random_state)
+        fold = rng.permutation(len(v)) % n_folds
+        fits = []
+        for k in range(n_folds):
+            mix = _VoteMixture(v[fold != k], resolution)
+            # held out: the rows' own rescaled votes, unsmoothed (nothing from the other folds)
+            fits.append((mix.prior(T), oob_prior(v[fold == k], T, window=1), int(np.sum(fold == k))))
+        if seeded:
+            _MIXTURE_PRIORS[key] = fits
+    return fits
+
+
 def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_state=None, resolution=None,
                            rtol=0.05, max_rounds=8):
     """The budget δ' at which the optimal policy's disagreement on held-out rows is δ.
@@ -728,13 +960,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
     if len(v) < 2 * n_folds:
         raise ValueError(f"cross-validating the budget with n_folds={n_folds} needs at least {2 * n_folds} rows "
                          f"with an out-of-bag vote, got {len(v)}")
-    rng = check_random_state(random_state)
-    fold = rng.permutation(len(v)) % n_folds
-    fits = []
-    for k in range(n_folds):
-        mix = _VoteMixture(v[fold != k], resolution)
-        # held out: the rows' own rescaled votes, unsmoothed (nothing from the other folds)
-        fits.append((mix.prior(T), oob_prior(v[fold == k], T, window=1), int(np.sum(fold == k))))
+    fits = _fold_fits(v, T, resolution, n_folds, random_state)
     n_rows = sum(f[2] for f in fits)
 
     def cv_disagreement(budget):
@@ -822,12 +1048,12 @@ def policy_value(rule, prior, *, n_classes=None):
     support, probs, l = _resolve_prior(prior, T, n_classes)
     rule.prepare(T, l)
     model = _model(T, support, probs)
-    stops = [np.zeros((1,) * (l - 1), dtype=bool)]
+    levels = [np.zeros((1,) * (l - 1), dtype=bool)]
     for s in range(1, T + 1):
         full = model.counts[s]
         ok = full[-1] >= 0
         mask = np.zeros(ok.shape, dtype=bool)
         states = np.stack([f[ok] for f in full], axis=-1)
         mask[ok] = rule.stop(states) | (s == T)
-        stops.append(mask)
-    return model.evaluate(stops)
+        levels.append(mask)
+    return model.evaluate(model.pad(levels))
