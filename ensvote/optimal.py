@@ -355,9 +355,11 @@ def _flip_kernel(trans, loss, valid, stops, T, d, slack):
 class _UrnModel:
     """Everything the Bellman recursion needs, for every vote vector, level by level.
 
-    Level ``s`` (``s`` votes seen) holds arrays of shape ``(s + 1,) * (l - 1)``
+    Level ``s`` (``s`` votes seen) is built as arrays of shape ``(s + 1,) * (l - 1)``
     indexed by the first ``l - 1`` counts; the last count is ``s`` minus their
-    sum, and entries where that is negative are invalid.  Per level:
+    sum, and entries where that is negative are invalid.  Once built, the
+    levels are kept padded, level ``s`` as row ``s`` of one array (the layout
+    of the compiled loops above; :meth:`level` recovers a level's block).  Per level:
 
     * ``valid``: the vote vector exists and has positive probability under the prior;
     * ``loss``: ``d(t) = P(full majority != current majority | t)``;
