@@ -64,11 +64,12 @@ def proxy_seeds(seed, n_trees, chunk=500):
 
 
 def proxy_votes(Xtr, ytr, Xte, max_features, n_trees, seed, chunk=500):
-    """Vote counts of an ``n_trees`` ensemble, grown ``chunk`` trees at a time (bounded memory).
+    """Vote counts of an ``n_trees`` ensemble made of ``chunk``-tree forests, each with its own seed.
 
     Chunk ``c`` is exactly the forest
     ``RandomForestClassifier(n_estimators=k, max_features=max_features,
-    random_state=proxy_seeds(seed, n_trees, chunk)[c]).fit(Xtr, ytr)``:
+    random_state=proxy_seeds(seed, n_trees, chunk)[c]).fit(Xtr, ytr)`` with
+    ``k = min(chunk, n_trees - c * chunk)``:
     the same per-tree seeds, bootstrap samples and splits, and each tree votes
     for the class of largest value in the leaf a test row reaches (lowest
     index on ties), as the forest's trees do in :meth:`HaltingClassifier.member_votes
@@ -76,16 +77,16 @@ def proxy_votes(Xtr, ytr, Xte, max_features, n_trees, seed, chunk=500):
     scikit-learn's own builder (``DepthFirstTreeBuilder`` with the Gini
     criterion and the best splitter, the forest's defaults) without the
     per-tree Python work of ``RandomForestClassifier.fit`` (cloning, parameter
-    checks, the out-of-bag bookkeeping), which on the small problems of the
-    suite costs as much as growing the trees; each tree is dropped once it has
-    voted.  These are private scikit-learn classes: ``tests/test_experiments.py``
-    checks the counts against the forests themselves, and the pinned
-    scikit-learn version keeps them stable.
+    and target checks), which on the small problems of the suite costs as much
+    as growing the trees; each tree is dropped once it has voted, so memory
+    does not grow with ``n_trees``.  These are private scikit-learn classes:
+    ``tests/test_proxy_votes.py`` checks the counts against the forests
+    themselves, and the pinned scikit-learn version keeps them stable.
 
     Parameters
     ----------
     Xtr, ytr : arrays
-        Training rows (no missing values needed; NaN is handled as the forest does).
+        Training rows; NaN is allowed and handled as the forest handles it.
     Xte : array
         Rows to vote on.
     max_features : {None, "sqrt"}
