@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The budget mode against a known truth, for the chapter "How far from optimal are the threshold rules?".
+
+    .venv/bin/python tools/budget_calibration.py [--n-jobs 2]
+
+On real data the budget mode (``OptimalRule.from_oob_votes``) can only be
+checked on the rows a problem has; here the distribution of a member's class
+probabilities is known, so the disagreement a fitted rule will have on all
+future rows is computed exactly.  For each two-class problem of Soto et al.
+(2016) with at most 1,000 rows:
+
+1. *The truth.*  A 1,001-tree random forest (scikit-learn defaults, seeded
+   from :data:`ensvote.SEED`) is grown on all the rows; the distribution ``G``
+   of a member's class probabilities is estimated from its out-of-bag votes
+   (about 368 a row) by the deconvolution of
+   :func:`ensvote.priors.deconvolved_oob_prior`.  From here on ``G`` is taken
+   as the truth.
+2. *A dataset.*  As many training rows as the experiment's folds have
+   (nine tenths of the problem): each row's ``p`` is drawn from ``G``, its
+   number of out-of-bag members of a 101-tree forest from the bootstrap's
+   Binomial(101, (1 - 1/n)^n), and its out-of-bag votes from
+   Multinomial(that number, ``p``).
+3. *The rule* is ``OptimalRule.from_oob_votes(votes, 101, δ)``, as
+   ``HaltingClassifier(rule="budget")`` builds it.
+4. *Its disagreement on future rows* is computed exactly under the truth
+   (``policy_value(rule, G's urn prior)``), with its expected members; the
+   optimum under the truth itself (``OptimalRule(101, δ, prior=truth)``) is
+   the reference.  Beside it, the disagreement on the dataset's own rows
+   (all of them, each with its own ``p``): what a realized disagreement
+   measured on the problem's rows estimates, which the 100 partitions of the
+   head-to-head experiment average over their rule fits but not over the rows;
+   and the disagreement of the optimum under the truth on those same rows
+   (no estimation at all: what the rows alone add).
+
+``N_DATASETS`` datasets per problem and budget.  Writes
+``book/data/budget_calibration.csv``, one row per (problem, δ, dataset).
+Every draw comes from ``ensvote.experiments.store.task_seed`` (one
+SeedSequence per problem and dataset, from :data:`ensvote.SEED`), so the file
+is the same bytes on every run.  About an hour on one core.
+"""
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+from joblib import Parallel, delayed
+from sklearn.ensemble import RandomForestClassifier
+
+from ensvote import HaltingClassifier, OptimalRule, datasets, policy_value
+from ensvote.experiments.store import rng_and_ints, task_seed
+from ensvote.priors import DECONVOLUTION_RESOLUTION, _VoteMixture
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "book" / "data" / "budget_calibration.csv"
+T = 101
+TRUTH_TREES = 1001
+DELTAS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
+N_DATASETS = 100
+MAX_ROWS = 1000
+SUITE = "budget-calibration"
+COLUMNS = ["problem", "n_rows", "n_train", "delta", "dataset", "budget", "disagreement", "disagreement_rows", "oracle_rows", "members",
+           "optimum_members"]
+
+
+def problems():
+    """Two-class problems of Soto et al. (2016) with at most ``MAX_ROWS`` rows, in the suite's order."""
+    from ensvote.experiments import soto2016
+    cat = datasets.catalog().set_index("name")
+    real = [p for p in soto2016.PROBLEMS if p in cat.index and p not in soto2016.SYNTHETIC]
+    return [p for p in real if int(cat.loc[p, "n_classes"]) == 2 and int(cat.loc[p, "n_samples"]) <= MAX_ROWS]
+
+
+def truth(problem):
+    """``(grid, weights)`` of ``G`` fitted to a 1,001-tree forest's out-of-bag votes of all the rows."""
+    X, y = datasets.load(problem)
+    _, (seed,) = rng_and_ints(task_seed(SUITE, problem, -1), 1)
+    rf = RandomForestClassifier(n_estimators=TRUTH_TREES, random_state=seed, n_jobs=1)
+    votes = HaltingClassifier(rf).fit(X, y).oob_votes_
+    mix = _VoteMixture(votes[votes.sum(1) > 0], DECONVOLUTION_RESOLUTION[2])
+    return mix, len(y)
+
+
+def one_dataset(problem, mix, n_rows, rep, prior, oracle):
+    rng, (fold_seed,) = rng_and_ints(task_seed(SUITE, problem, rep), 1)
+    n = int(round(0.9 * n_rows))
+    p_all = mix.grid[rng.choice(len(mix.grid), size=n_rows, p=mix.weights), 0]
+    p = p_all[:n]  # the training rows
+    m = rng.binomial(T, (1.0 - 1.0 / n) ** n, size=n)
+    k = rng.binomial(m, p)
+    votes = np.column_stack([k, m - k])
+    # the dataset's own rows: the urn of a row with class-0 probability p has Binomial(T, p) class-0 votes
+    own = stats.binom.pmf(np.arange(T + 1)[:, None], T, p_all[None, :]).mean(axis=1)
+    rows = []
+    for delta in DELTAS:
+        rule = OptimalRule.from_oob_votes(votes, T, delta, random_state=fold_seed)
+        v = policy_value(rule, prior)
+        d_own = policy_value(rule, own / own.sum()).disagreement
+        d_oracle = policy_value(oracle[delta], own / own.sum()).disagreement
+        rows.append([problem, n_rows, n, delta, rep, f"{rule.disagreement:.6g}", f"{v.disagreement:.6g}",
+                     f"{d_own:.6g}", f"{d_oracle:.6g}", f"{v.members:.6g}", f"{oracle[delta].expected_members:.6g}"])
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--problems", default=None, help="comma-separated subset (default: all)")
+    args = ap.parse_args()
+    names = problems() if args.problems is None else args.problems.split(",")
+    out = []
+    for problem in names:
+        mix, n_rows = truth(problem)
+        prior = mix.prior(T)
+        oracle = {d: OptimalRule(T, d, prior=prior) for d in DELTAS}
+        jobs = Parallel(n_jobs=args.n_jobs)(
+            delayed(one_dataset)(problem, mix, n_rows, rep, prior, oracle) for rep in range(N_DATASETS))
+        out.extend(r for rows in jobs for r in rows)
+        print(problem, "done", flush=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with open(OUT, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS)
+        w.writerows(out)
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    main()
