@@ -138,3 +138,47 @@ def test_from_oob_votes_bad_input():
         OptimalRule.from_oob_votes(np.array([[3, 1], [2, 2]] * 10), T, 0.6)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         OptimalRule.from_oob_votes(np.ones((20, 4), dtype=int), T, 0.01)
+
+
+# ---------------------------------------------------------------- how held-out rows are scored
+def test_deconvolved_scoring_is_closer_to_the_truth_than_rescaled_votes():
+    """For a fixed policy, a fold's deconvolved prior tracks the true disagreement better than its rescaled votes.
+
+    Rescaled out-of-bag votes (about T / e of them, scaled up to T) are
+    noisier than the urn they stand for; the deconvolution models that noise.
+    """
+    truth = _true_prior()
+    policies = {delta: OptimalRule(T, delta, prior=truth) for delta in (0.05, 0.1)}
+    for seed in (11, 12, 13):  # three samples of 4,000 rows
+        rng = np.random.default_rng(seed)
+        oob = _oob_votes(rng, _mixture_rows(rng, 4000))
+        rescaled, deconvolved = oob_prior(oob, T, window=1), deconvolved_oob_prior(oob, T)
+        for policy in policies.values():
+            exact = policy_value(policy, truth).disagreement
+            error_rescaled = policy_value(policy, rescaled).disagreement - exact
+            error_deconvolved = policy_value(policy, deconvolved).disagreement - exact
+            assert error_rescaled < 0  # the rescaled votes see too little disagreement ...
+            assert abs(error_deconvolved) < abs(error_rescaled)  # ... the deconvolved fold less so
+
+
+def test_cross_validated_budget_heldout_choices():
+    rng = np.random.default_rng(4)
+    oob = _oob_votes(rng, _mixture_rows(rng, 400))
+    resc = cross_validated_budget(oob, T, 0.01)
+    assert resc == cross_validated_budget(oob, T, 0.01, heldout="rescaled")  # the default
+    dec = cross_validated_budget(oob, T, 0.01, heldout="deconvolved")
+    assert 0 < dec.budget <= 0.01 and dec.cv_disagreement <= 0.01
+    assert dec != resc  # scored differently, so a different budget
+    assert dec == cross_validated_budget(oob, T, 0.01, heldout="deconvolved")  # reproducible (and the cache
+    assert resc == cross_validated_budget(oob, T, 0.01)                          # keeps the two apart)
+    rule = OptimalRule.from_oob_votes(oob, T, 0.01, heldout="deconvolved")
+    assert rule.cross_validation == dec and rule.disagreement == dec.budget
+
+
+@pytest.mark.parametrize("heldout", ["smoothed", None, 1])
+def test_cross_validated_budget_bad_heldout(heldout):
+    oob = np.array([[3, 1], [2, 2], [4, 0], [0, 4], [1, 3], [2, 1], [3, 3], [0, 5], [5, 0], [1, 1]] * 2)
+    with pytest.raises(ValueError, match="heldout must be 'rescaled' or 'deconvolved'"):
+        cross_validated_budget(oob, T, 0.01, heldout=heldout)
+    with pytest.raises(ValueError, match="heldout"):
+        OptimalRule.from_oob_votes(oob, T, 0.01, heldout=heldout)

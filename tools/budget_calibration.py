@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The budget mode against a known truth, for the chapter "How far from optimal are the threshold rules?".
 
-    .venv/bin/python tools/budget_calibration.py [--n-jobs 2]
+    .venv/bin/python tools/budget_calibration.py [--n-jobs 2] [--heldout deconvolved]
 
 On real data the budget mode (``OptimalRule.from_oob_votes``) can only be
 checked on the rows a problem has; here the distribution of a member's class
@@ -33,7 +33,11 @@ future rows is computed exactly.  For each two-class problem of Soto et al.
    (no estimation at all: what the rows alone add).
 
 ``N_DATASETS`` datasets per problem and budget.  Writes
-``book/data/budget_calibration.csv``, one row per (problem, δ, dataset).
+``book/data/budget_calibration.csv``, one row per (problem, δ, dataset);
+with ``--heldout deconvolved`` the budget mode's cross-validation scores
+held-out rows under their own deconvolved prior instead of their rescaled
+votes (``heldout`` of ``ensvote.optimal.cross_validated_budget``), and the
+file is ``book/data/budget_calibration_deconvolved.csv``.
 Every draw comes from ``ensvote.experiments.store.task_seed`` (one
 SeedSequence per problem and dataset, from :data:`ensvote.SEED`), so the file
 is the same bytes on every run.  About an hour on one core.
@@ -54,6 +58,8 @@ from ensvote.priors import DECONVOLUTION_RESOLUTION, _VoteMixture
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data" / "budget_calibration.csv"
+#: Per way of scoring the held-out rows (``heldout`` of ``cross_validated_budget``), the file written.
+OUTS = {"rescaled": OUT, "deconvolved": ROOT / "book" / "data" / "budget_calibration_deconvolved.csv"}
 T = 101
 TRUTH_TREES = 1001
 DELTAS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
@@ -82,7 +88,7 @@ def truth(problem):
     return mix, len(y)
 
 
-def one_dataset(problem, mix, n_rows, rep, prior, oracle):
+def one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout="rescaled"):
     rng, (fold_seed,) = rng_and_ints(task_seed(SUITE, problem, rep), 1)
     n = int(round(0.9 * n_rows))
     p_all = mix.grid[rng.choice(len(mix.grid), size=n_rows, p=mix.weights), 0]
@@ -94,7 +100,7 @@ def one_dataset(problem, mix, n_rows, rep, prior, oracle):
     own = stats.binom.pmf(np.arange(T + 1)[:, None], T, p_all[None, :]).mean(axis=1)
     rows = []
     for delta in DELTAS:
-        rule = OptimalRule.from_oob_votes(votes, T, delta, random_state=fold_seed)
+        rule = OptimalRule.from_oob_votes(votes, T, delta, random_state=fold_seed, heldout=heldout)
         v = policy_value(rule, prior)
         d_own = policy_value(rule, own / own.sum()).disagreement
         d_oracle = policy_value(oracle[delta], own / own.sum()).disagreement
@@ -107,6 +113,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--problems", default=None, help="comma-separated subset (default: all)")
+    ap.add_argument("--heldout", choices=sorted(OUTS), default="rescaled",
+                    help="how the budget mode's cross-validation scores held-out rows (default: rescaled)")
     args = ap.parse_args()
     names = problems() if args.problems is None else args.problems.split(",")
     out = []
@@ -115,15 +123,16 @@ def main():
         prior = mix.prior(T)
         oracle = {d: OptimalRule(T, d, prior=prior) for d in DELTAS}
         jobs = Parallel(n_jobs=args.n_jobs)(
-            delayed(one_dataset)(problem, mix, n_rows, rep, prior, oracle) for rep in range(N_DATASETS))
+            delayed(one_dataset)(problem, mix, n_rows, rep, prior, oracle, args.heldout) for rep in range(N_DATASETS))
         out.extend(r for rows in jobs for r in rows)
         print(problem, "done", flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUT, "w", newline="") as f:
+    out_path = OUTS[args.heldout]
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(COLUMNS)
         w.writerows(out)
-    print("wrote", OUT)
+    print("wrote", out_path)
 
 
 if __name__ == "__main__":
