@@ -941,10 +941,11 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
     max_rounds : int >= 1
     heldout : {"rescaled", "deconvolved"}, default="rescaled"
         How the held-out rows are scored.  Rescaled out-of-bag votes are
-        noisier than the urn of ``T`` votes they stand for; on some problems
-        (sonar in the book's check against a known truth) that leaves the
-        disagreement a few per cent above δ, which the deconvolved fold
-        avoids at the cost of a few more members elsewhere.
+        noisier than the urn of ``T`` votes they stand for and see too little
+        disagreement; on some problems (sonar, in the book's check against a
+        known truth) the budget mode then realizes a few per cent more than
+        δ.  The deconvolved fold models that noise; in the same check it
+        removes the overshoot at almost no cost in members.
 
     Returns
     -------
