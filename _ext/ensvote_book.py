@@ -145,7 +145,8 @@ class AuthorYearReferences(AuthorYearReferenceStyle):
     "(Breiman, 1996a)", and the year (with its letter) taken from the label."""
 
     bracket_textual: BracketStyle = field(default_factory=lambda: BracketStyle("(", ")"))
-    bracket_parenthetical: BracketStyle = field(default_factory=lambda: BracketStyle("(", ")"))
+    # several works in one parenthesis are separated by semicolons: "(Cao, n.d.; Riddle, n.d.)"
+    bracket_parenthetical: BracketStyle = field(default_factory=lambda: BracketStyle("(", ")", sep="; "))
     bracket_year: BracketStyle = field(default_factory=lambda: BracketStyle("(", ")"))
 
     def __post_init__(self):

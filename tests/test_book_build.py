@@ -55,7 +55,7 @@ JARGON = [
     re.compile(r"\bjudge?ment\s+calls?\b", re.I),
     re.compile(r"\bJ(?:1[01]|[1-9])\b"),
     re.compile(r"the block engine it replaces", re.I),
-    re.compile(r"\bworkshops?\b", re.I),
+    re.compile(r"(?<!International )\bworkshops?\b", re.I),  # not a cited "International Workshop"
 ]
 
 # ---------------------------------------------------------------------------------- pages
