@@ -17,19 +17,21 @@ def tool():
     return mod
 
 
-def _rows(tool, heldout):
-    with open(tool.OUTS[heldout], newline="") as f:
+def _rows(tool, heldout, classes=2):
+    with open((tool.OUTS if classes == 2 else tool.OUTS_THREE)[heldout], newline="") as f:
         return list(csv.reader(f))
 
 
+@pytest.mark.parametrize("classes", [2, 3])
 @pytest.mark.parametrize("heldout", ["rescaled", "deconvolved"])
-def test_file_covers_every_problem_budget_and_dataset(tool, heldout):
-    rows = _rows(tool, heldout)
+def test_file_covers_every_problem_budget_and_dataset(tool, heldout, classes):
+    rows = _rows(tool, heldout, classes)
     assert rows[0] == tool.COLUMNS
     body = rows[1:]
-    problems = tool.problems()
-    assert len(body) == len(problems) * len(tool.DELTAS) * tool.N_DATASETS
-    assert [r[0] for r in body[::len(tool.DELTAS) * tool.N_DATASETS]] == problems
+    problems = tool.problems(classes)
+    assert problems  # two-class: 13 problems; three-class: new-thyroid and wine
+    assert len(body) == len(problems) * len(tool.DELTAS) * tool.N_DATASETS[classes]
+    assert [r[0] for r in body[::len(tool.DELTAS) * tool.N_DATASETS[classes]]] == problems
     for r in body:
         delta, budget = float(r[3]), float(r[5])
         assert 0 < budget <= delta  # the cross-validated budget is never looser than δ
@@ -37,19 +39,52 @@ def test_file_covers_every_problem_budget_and_dataset(tool, heldout):
         assert all(1 <= float(x) <= tool.T for x in r[9:11])
 
 
+@pytest.mark.parametrize("problem, classes, reps", [("labor", 2, (0, 1)), ("wine", 3, (0,))])
 @pytest.mark.parametrize("heldout", ["rescaled", "deconvolved"])
-def test_first_datasets_reproduce(tool, heldout):
-    problem = "labor"  # the smallest: quick to recompute
+def test_first_datasets_reproduce(tool, heldout, problem, classes, reps):
+    # the smallest problem of each kind: quick to recompute (a three-class dataset takes about half a minute)
     mix, n_rows = tool.truth(problem)
+    assert mix.grid.shape[1] == classes
     prior = mix.prior(tool.T)
     oracle = {d: tool.OptimalRule(tool.T, d, prior=prior) for d in tool.DELTAS}
-    stored = [r for r in _rows(tool, heldout)[1:] if r[0] == problem]
-    for rep in (0, 1):
+    stored = [r for r in _rows(tool, heldout, classes)[1:] if r[0] == problem]
+    for rep in reps:
         again = [[str(x) for x in r] for r in tool.one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout)]
         assert again == [r for r in stored if int(r[4]) == rep]
 
 
-def test_the_two_files_share_truths_datasets_and_oracle(tool):
-    a, b = _rows(tool, "rescaled"), _rows(tool, "deconvolved")
+@pytest.mark.parametrize("classes", [2, 3])
+def test_the_two_files_share_truths_datasets_and_oracle(tool, classes):
+    a, b = _rows(tool, "rescaled", classes), _rows(tool, "deconvolved", classes)
     key = [0, 1, 2, 3, 4, 8, 10]  # problem, sizes, δ, dataset; the optimum's disagreement and members
     assert [[r[i] for i in key] for r in a] == [[r[i] for i in key] for r in b]
+
+
+def _oracle(tool):
+    with open(tool.OUT_ORACLE, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_oracle_file_covers_every_problem_and_agrees_with_the_simulations(tool):
+    rows = _oracle(tool)
+    assert rows[0] == tool.ORACLE_COLUMNS
+    body = rows[1:]
+    problems = tool.problems(2) + tool.problems(3)
+    assert [r[0] for r in body] == [p for p in problems for _ in tool.DELTAS]
+    assert [float(r[2]) for r in body] == [d for _ in problems for d in tool.DELTAS]
+    table = {(r[0], r[2]): r for r in body}
+    for r in body:
+        delta, members, disagreement, exact = float(r[2]), float(r[3]), float(r[4]), float(r[5])
+        assert disagreement <= delta * (1 + 1e-6)  # the table meets its budget under the truth
+        assert 1 <= exact <= members * (1 + 1e-6)  # the randomised optimum never needs more than the table
+    # the simulations' optimum_members is this table's expected members, the same truth and budget
+    for classes in (2, 3):
+        for heldout in ("rescaled", "deconvolved"):
+            for r in _rows(tool, heldout, classes)[1:]:
+                assert r[10] == table[(r[0], r[3])][3]
+
+
+@pytest.mark.parametrize("problem", ["labor", "wine"])
+def test_oracle_rows_reproduce(tool, problem):
+    stored = [r for r in _oracle(tool)[1:] if r[0] == problem]
+    assert [[str(x) for x in r] for r in tool.oracle_rows(problem)] == stored
