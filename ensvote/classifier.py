@@ -80,9 +80,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         :meth:`OptimalRule.from_oob_votes <ensvote.OptimalRule.from_oob_votes>`:
         built under the deconvolved out-of-bag prior
         (:func:`ensvote.priors.deconvolved_oob_prior`), for the budget at
-        which its disagreement, cross-validated on the out-of-bag rows, is δ
-        (so δ is met on rows the prior was not estimated from, not only under
-        the estimate).  With the uniform prior or a given one, δ is met in
+        which its disagreement, cross-validated on the out-of-bag rows (each
+        held-out fold scored under its own deconvolved prior), is δ (so δ is
+        met on rows the prior was not estimated from, not only under the
+        estimate).  With the uniform prior or a given one, δ is met in
         expectation under that prior.  Required with ``rule="optimal"``,
         refused with the others (they take ``confidence``).
     n_jobs : int or None, default=None

@@ -164,15 +164,17 @@ def test_deconvolved_scoring_is_closer_to_the_truth_than_rescaled_votes():
 def test_cross_validated_budget_heldout_choices():
     rng = np.random.default_rng(4)
     oob = _oob_votes(rng, _mixture_rows(rng, 400))
-    resc = cross_validated_budget(oob, T, 0.01)
-    assert resc == cross_validated_budget(oob, T, 0.01, heldout="rescaled")  # the default
-    dec = cross_validated_budget(oob, T, 0.01, heldout="deconvolved")
-    assert 0 < dec.budget <= 0.01 and dec.cv_disagreement <= 0.01
+    dec = cross_validated_budget(oob, T, 0.01)
+    assert dec == cross_validated_budget(oob, T, 0.01, heldout="deconvolved")  # the default
+    resc = cross_validated_budget(oob, T, 0.01, heldout="rescaled")
+    assert 0 < resc.budget <= 0.01 and resc.cv_disagreement <= 0.01
     assert dec != resc  # scored differently, so a different budget
-    assert dec == cross_validated_budget(oob, T, 0.01, heldout="deconvolved")  # reproducible (and the cache
-    assert resc == cross_validated_budget(oob, T, 0.01)                          # keeps the two apart)
-    rule = OptimalRule.from_oob_votes(oob, T, 0.01, heldout="deconvolved")
-    assert rule.cross_validation == dec and rule.disagreement == dec.budget
+    assert resc == cross_validated_budget(oob, T, 0.01, heldout="rescaled")  # reproducible (and the cache
+    assert dec == cross_validated_budget(oob, T, 0.01)                      # keeps the two apart)
+    for heldout, cv in (("deconvolved", dec), ("rescaled", resc)):
+        rule = OptimalRule.from_oob_votes(oob, T, 0.01, heldout=heldout)
+        assert rule.cross_validation == cv and rule.disagreement == cv.budget
+    assert OptimalRule.from_oob_votes(oob, T, 0.01).cross_validation == dec  # the same default
 
 
 @pytest.mark.parametrize("heldout", ["smoothed", None, 1])

@@ -1,10 +1,12 @@
 """The Bayes-optimal stopping policy: brute force on tiny ensembles, the urn rule, the engine, bad input."""
 
+import inspect
 import itertools
 import math
 
 import numpy as np
 import pytest
+from sklearn.ensemble import RandomForestClassifier
 
 import ensvote as ev
 from ensvote.optimal import MAX_T, OptimalRule, policy_value
@@ -408,6 +410,16 @@ def test_headtohead_task_record_is_checked_and_aggregated(tmp_path):
     assert fs["members"] == [float(n) for n in p["fs_grid"]] and fs["disagree"][-1] == 0
     for name in ("opt-unif", "opt-oob"):
         assert all(d <= b for d, b in zip(res["rules"][name]["expected_disagreement"], p["delta_grid"]))
+    # the budget mode is cross-validated with the suite's held-out scoring, the package's default
+    assert p["heldout"] == "deconvolved" == inspect.signature(OptimalRule.from_oob_votes).parameters["heldout"].default
+    from ensvote.experiments import soto2016
+    Xtr, ytr, _, _ = soto2016.split("sonar", 0, p["n_test_synthetic"])
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=p["T"], random_state=soto2016.seeds("sonar", 0)[0],
+                                                   n_jobs=1)).fit(Xtr, ytr)
+    same = {h: [OptimalRule.from_oob_votes(clf.oob_votes_, p["T"], d, heldout=h).expected_disagreement == e
+                for d, e in zip(p["delta_grid"], res["rules"]["opt-oob"]["expected_disagreement"])]
+            for h in ("deconvolved", "rescaled")}
+    assert all(same["deconvolved"]) and not all(same["rescaled"])
     hyper = {**res["rules"]["HYPER"], "members": [0.5] * 3}
     bad = {**rec, "result": {**res, "rules": {**res["rules"], "HYPER": hyper}}}
     with pytest.raises(ValueError, match="HYPER.members"):
