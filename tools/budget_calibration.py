@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The budget mode against a known truth, for the chapter "How far from optimal are the threshold rules?".
 
-    .venv/bin/python tools/budget_calibration.py [--n-jobs 2] [--heldout deconvolved] [--classes 3]
+    .venv/bin/python tools/budget_calibration.py [--n-jobs 2] [--heldout rescaled] [--classes 3]
     .venv/bin/python tools/budget_calibration.py --oracle
 
 On real data the budget mode (``OptimalRule.from_oob_votes``) can only be
@@ -23,7 +23,7 @@ future rows is computed exactly.  For each two-class problem of Soto et al.
    Multinomial(that number, ``p``).  With three classes ``p`` is drawn as a
    point of ``G``'s grid (so the rows' own urns are a reweighting of ``G``).
 3. *The rule* is ``OptimalRule.from_oob_votes(votes, 101, δ)``, as
-   ``HaltingClassifier(rule="budget")`` builds it.
+   ``HaltingClassifier(rule="optimal", disagreement=δ)`` builds it.
 4. *Its disagreement on future rows* is computed exactly under the truth
    (``policy_value(rule, G's urn prior)``), with its expected members; the
    optimum under the truth itself (``OptimalRule(101, δ, prior=truth)``) is
@@ -37,12 +37,12 @@ future rows is computed exactly.  For each two-class problem of Soto et al.
 ``N_DATASETS[classes]`` datasets per problem and budget (100 with two
 classes; 50 with three, where a budget-mode fit takes about 30 times as
 long).  Writes ``book/data/budget_calibration.csv``, one row per
-(problem, δ, dataset); with ``--heldout deconvolved`` the budget mode's
-cross-validation scores held-out rows under their own deconvolved prior
-instead of their rescaled votes (``heldout`` of
-``ensvote.optimal.cross_validated_budget``), and the file is
-``book/data/budget_calibration_deconvolved.csv``; with ``--classes 3`` the
-names end in ``_three_classes`` before ``.csv``.
+(problem, δ, dataset); with ``--heldout rescaled`` the budget mode's
+cross-validation scores held-out rows under their rescaled out-of-bag votes
+instead of their own deconvolved prior (``heldout`` of
+``ensvote.optimal.cross_validated_budget``, whose default is the latter), and
+the file is ``book/data/budget_calibration_rescaled.csv``; with
+``--classes 3`` the names end in ``_three_classes`` before ``.csv``.
 Every draw comes from ``ensvote.experiments.store.task_seed`` (one
 SeedSequence per problem and dataset, from :data:`ensvote.SEED`), so the file
 is the same bytes on every run.
@@ -73,7 +73,7 @@ from ensvote.priors import DECONVOLUTION_RESOLUTION, _VoteMixture
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data" / "budget_calibration.csv"
 #: Per way of scoring the held-out rows (``heldout`` of ``cross_validated_budget``), the file written (two classes).
-OUTS = {"rescaled": OUT, "deconvolved": ROOT / "book" / "data" / "budget_calibration_deconvolved.csv"}
+OUTS = {"deconvolved": OUT, "rescaled": ROOT / "book" / "data" / "budget_calibration_rescaled.csv"}
 #: The same with three classes.
 OUTS_THREE = {h: o.with_name(o.stem + "_three_classes.csv") for h, o in OUTS.items()}
 #: The optimum under each truth (``--oracle``).
@@ -108,7 +108,7 @@ def truth(problem):
     return mix, len(y)
 
 
-def one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout="rescaled"):
+def one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout="deconvolved"):
     rng, (fold_seed,) = rng_and_ints(task_seed(SUITE, problem, rep), 1)
     n = int(round(0.9 * n_rows))
     at = rng.choice(len(mix.grid), size=n_rows, p=mix.weights)  # each row's point of G's grid
@@ -153,8 +153,9 @@ def main():
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--problems", default=None, help="comma-separated subset (default: all)")
     ap.add_argument("--classes", type=int, choices=(2, 3), default=2, help="the problems' number of classes")
-    ap.add_argument("--heldout", choices=sorted(OUTS), default="rescaled",
-                    help="how the budget mode's cross-validation scores held-out rows (default: rescaled)")
+    ap.add_argument("--heldout", choices=sorted(OUTS), default="deconvolved",
+                    help="how the budget mode's cross-validation scores held-out rows (default: deconvolved, "
+                         "the package's)")
     ap.add_argument("--oracle", action="store_true", help=f"write {OUT_ORACLE.name} (the optimum under each truth)")
     args = ap.parse_args()
     if args.oracle:
