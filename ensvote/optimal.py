@@ -44,6 +44,8 @@ prior was not estimated from meets δ.
 import hashlib
 import math
 import numbers
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -423,6 +425,7 @@ class _UrnModel:
             if s < T:
                 trans[s].reshape((l,) + (W,) * d)[(slice(None),) + block[s]] = self.trans[s]
         self.trans, self.loss, self.valid = trans, loss, valid
+        self._policies, self._policies_lock = OrderedDict(), threading.Lock()
 
     def _grid(self, s):
         """The counts ``t_0 .. t_{l-1}`` at level ``s`` as broadcastable arrays (last may be negative)."""
@@ -473,6 +476,34 @@ class _UrnModel:
         stops = np.zeros(self.valid.shape, dtype=bool)
         value = _solve_kernel(self.trans, self.loss, self.valid, self.T, self.l - 1, float(price), stops)
         return float(value), stops
+
+    #: Bellman policies remembered per model, by price (see :meth:`policy_at`).
+    POLICY_MEMO = 64
+
+    def policy_at(self, price):
+        """``(stops, value)``: :meth:`solve` at price λ, then :meth:`evaluate` of its policy, remembered.
+
+        The budget searches of one prior start from the same prices and
+        bisect the same brackets, so a cross-validated budget (several budgets
+        on each fold's model) asks for most prices more than once.  The last
+        ``POLICY_MEMO`` policies are kept, bit-packed; a remembered one is
+        the same array and value a new solve would give.
+        """
+        price = float(price)
+        with self._policies_lock:
+            hit = self._policies.get(price)
+            if hit is not None:
+                self._policies.move_to_end(price)
+        if hit is not None:
+            packed, value = hit
+            return np.unpackbits(packed, count=self.valid.size).reshape(self.valid.shape).astype(bool), value
+        stops = self.solve(price)[1]
+        value = self.evaluate(stops)
+        with self._policies_lock:
+            self._policies[price] = (np.packbits(stops), value)
+            while len(self._policies) > self.POLICY_MEMO:
+                self._policies.popitem(last=False)
+        return stops, value
 
     def evaluate(self, stops, random_state=None, stop_prob=0.0):
         """Expected members and disagreement of a policy.
@@ -557,27 +588,23 @@ def _fill_budget(model, stops, value, delta, max_flips=200):
 
 def _meet_budget(model, delta, max_iter=200):
     """λ by bisection, the deterministic policy with disagreement <= δ, and the exact randomised optimum."""
-    _, stops0 = model.solve(0.0)
-    v0 = model.evaluate(stops0)
+    stops0, v0 = model.policy_at(0.0)
     if v0.disagreement <= delta:  # stopping after one vote already meets the budget
         return {"price": 0.0, "stops": stops0, "value": v0, "optimum": v0.members,
                 "state": None, "prob": None}
     lo, hi = 0.0, 1.0
-    stops_hi = model.solve(hi)[1]
-    v_hi = model.evaluate(stops_hi)
+    stops_hi, v_hi = model.policy_at(hi)
     while v_hi.disagreement > delta:
         lo, hi = hi, 2.0 * hi
         if hi > 1e300:
             raise RuntimeError("no price meets the disagreement budget")  # pragma: no cover
-        stops_hi = model.solve(hi)[1]
-        v_hi = model.evaluate(stops_hi)
-    stops_lo = stops0 if lo == 0.0 else model.solve(lo)[1]
+        stops_hi, v_hi = model.policy_at(hi)
+    stops_lo = stops0 if lo == 0.0 else model.policy_at(lo)[0]
     for _ in range(max_iter):
         if _n_diff(stops_lo, stops_hi, model.valid) <= 1 or hi - lo <= 1e-13 * hi:
             break
         mid = 0.5 * (lo + hi) if lo == 0.0 or hi / lo > 4 else math.sqrt(lo * hi)
-        stops_mid = model.solve(mid)[1]
-        v_mid = model.evaluate(stops_mid)
+        stops_mid, v_mid = model.policy_at(mid)
         if v_mid.disagreement > delta:
             lo, stops_lo = mid, stops_mid
         else:

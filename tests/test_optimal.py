@@ -219,6 +219,37 @@ def test_build_is_deterministic():
     assert a.optimum_members == b.optimum_members
 
 
+@pytest.mark.parametrize("l", [2, 3])
+def test_remembered_policies_are_the_solved_ones(l):
+    """A budget search reuses the policies of the searches before it; they must be the ones a solve gives."""
+    from ensvote import optimal
+
+    optimal._MODELS.clear()
+    T = 31 if l == 3 else 101
+    prior = ev.uniform_prior(T, l)
+    support, probs = ev.confidence.check_prior(prior, T)
+    model = optimal._model(T, support, probs)
+    for price in (0.0, 1.0, 3.7, 1.0, 0.0):  # misses, then hits
+        stops, value = model.policy_at(price)
+        fresh = model.solve(price)[1]
+        assert stops.dtype == bool and np.array_equal(stops, fresh) and value == model.evaluate(fresh)
+    stops[:] = False  # a caller's copy: changing it leaves the remembered policy alone
+    assert np.array_equal(model.policy_at(3.7)[0], model.solve(3.7)[1])
+    for price in np.linspace(0.5, 50.0, model.POLICY_MEMO + 10):
+        model.policy_at(price)
+    assert len(model._policies) == model.POLICY_MEMO  # bounded
+    # budgets built one after the other (remembering) and each on a fresh model agree exactly
+    warm = [OptimalRule(T, d, prior=prior) for d in (0.02, 0.01, 0.005)]
+    cold = []
+    for d in (0.02, 0.01, 0.005):
+        optimal._MODELS.clear()
+        cold.append(OptimalRule(T, d, prior=prior))
+    for a, b in zip(warm, cold):
+        assert np.array_equal(a.table(), b.table()) and a.price == b.price
+        assert (a.expected_members, a.expected_disagreement, a.optimum_members) == \
+            (b.expected_members, b.expected_disagreement, b.optimum_members)
+
+
 def test_large_budget_stops_after_one_vote():
     rule = OptimalRule(101, 0.45)
     assert rule.expected_members == 1.0 and rule.price == 0.0
