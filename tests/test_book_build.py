@@ -271,6 +271,26 @@ async () => {
 }
 """
 
+_JS_IMAGE_SHAPES = r"""
+() => {
+  // every image keeps its proportions at this width; plots have at least 1.5 image pixels per CSS pixel
+  const out = [];
+  for (const img of document.querySelectorAll('article.bd-article img')) {
+    const r = img.getBoundingClientRect();
+    if (!img.naturalWidth || !img.naturalHeight || r.width === 0 || r.height === 0) continue;
+    const shown = r.width / r.height, natural = img.naturalWidth / img.naturalHeight;
+    const what = `${img.getAttribute('src')} (alt "${(img.alt || '').slice(0, 60)}")`;
+    if (Math.abs(shown / natural - 1) > 0.02)
+      out.push(`${what} is distorted: shown ${Math.round(r.width)}×${Math.round(r.height)}px, `
+               + `drawn ${img.naturalWidth}×${img.naturalHeight}px`);
+    if (img.closest('div.cell_output') && img.naturalWidth < 1.5 * r.width)
+      out.push(`${what} is blurry on high-density screens: ${img.naturalWidth}px drawn for `
+               + `${Math.round(r.width)}px shown`);
+  }
+  return out;
+}
+"""
+
 _JS_OVERFLOW = "() => {" + _JS_DESCRIBE + r"""
 return (() => {
   const out = [];
@@ -426,6 +446,7 @@ class BookBrowser:
             page.set_viewport_size({"width": width, "height": 1000})
             page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             problems += [(f"overflow at {width}px", p) for p in page.evaluate(_JS_OVERFLOW)]
+            problems += [(f"image at {width}px", p) for p in page.evaluate(_JS_IMAGE_SHAPES)]
 
         text = page.evaluate(_JS_TEXT)
         for rx in JARGON:
