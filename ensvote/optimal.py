@@ -1090,13 +1090,15 @@ def policy_value(rule, prior, *, n_classes=None):
     T = _check_T(T)
     support, probs, l = _resolve_prior(prior, T, n_classes)
     rule.prepare(T, l)
+    rule.prepare(rule.n_members, l)  # as rule.stop() prepares the rule before it decides
     model = _model(T, support, probs)
     levels = [np.zeros((1,) * (l - 1), dtype=bool)]
     for s in range(1, T + 1):
         full = model.counts[s]
         ok = full[-1] >= 0
         mask = np.zeros(ok.shape, dtype=bool)
-        states = np.stack([f[ok] for f in full], axis=-1)
-        mask[ok] = rule.stop(states) | (s == T)
+        # the level's vote vectors: valid counts summing to s >= 1, so rule.stop() would only check them
+        states = np.ascontiguousarray(np.stack([f[ok] for f in full], axis=-1), dtype=np.int64)
+        mask[ok] = rule.decide(states) | (s == T)
         levels.append(mask)
     return model.evaluate(model.pad(levels))
