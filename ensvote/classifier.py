@@ -85,7 +85,11 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         met on rows the prior was not estimated from, not only under the
         estimate).  With the uniform prior or a given one, δ is met in
         expectation under that prior.  Required with ``rule="optimal"``,
-        refused with the others (they take ``confidence``).
+        refused with the others (they take ``confidence``).  The tables are
+        built at ``fit``: with the out-of-bag prior a budget search on each of
+        five folds, a fraction of a second with two classes but seconds with
+        three, where the table has ``(T + 1) ** 3`` entries
+        (``benchmarks/bench_optimal.py``); predicting is a look-up.
     n_jobs : int or None, default=None
         Threads for ``predict``, ``predict_proba`` and ``halt`` on dense
         ``X``: None or 1 one thread, -1 every core (``-2`` all but one, ...).
