@@ -79,7 +79,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         bootstrapping ensemble) the rule is
         :meth:`OptimalRule.from_oob_votes <ensvote.OptimalRule.from_oob_votes>`:
         built under the deconvolved out-of-bag prior
-        (:func:`ensvote.priors.deconvolved_oob_prior`), for the budget at
+        (:func:`ensvote.priors.deconvolved_oob_prior`, with a few rows' worth
+        of the uniform prior mixed in: ``uniform_rows`` of
+        :func:`~ensvote.optimal.cross_validated_budget`), for the budget at
         which its disagreement, cross-validated on the out-of-bag rows (each
         held-out fold scored under its own deconvolved prior), is δ (so δ is
         met on rows the prior was not estimated from, not only under the

@@ -225,8 +225,13 @@ class _VoteMixture:
         w /= w.sum(axis=1, keepdims=True)
         return w.mean(axis=0)
 
-    def prior(self, T, weights=None):
-        """The urn prior ``Σ_j g_j Multinomial(K; T, p_j)`` (``weights`` in place of ``g`` if given)."""
+    def prior(self, T, weights=None, uniform=0.0):
+        """The urn prior ``Σ_j g_j Multinomial(K; T, p_j)`` (``weights`` in place of ``g`` if given).
+
+        With ``uniform = w > 0`` it is mixed with the uniform urn prior (``p``
+        uniform on the simplex: every vote vector equally likely) in the
+        ratio ``1 - w : w``.
+        """
         g = self.weights if weights is None else weights
         l = self.grid.shape[1]
         if l == 2:
@@ -234,13 +239,17 @@ class _VoteMixture:
             logpmf = (special.gammaln(T + 1) - special.gammaln(k + 1) - special.gammaln(T - k + 1))[:, None] \
                 + special.xlogy(k[:, None], self.grid[None, :, 0]) + special.xlogy(T - k[:, None], self.grid[None, :, 1])
             pr = np.exp(logpmf) @ g
-            return pr / pr.sum()
+            pr = pr / pr.sum()
+            return pr if not uniform else (1.0 - uniform) * pr + uniform / len(pr)
         a, b = np.meshgrid(np.arange(T + 1), np.arange(T + 1), indexing="ij")
         ok = a + b <= T
         support = np.stack([a[ok], b[ok], T - a[ok] - b[ok]], 1).astype(np.int64)
         logpmf = (special.gammaln(T + 1) - special.gammaln(support + 1).sum(1))[:, None] \
             + special.xlogy(support[:, None, :], self.grid[None]).sum(-1)
         pr = np.exp(logpmf) @ g
+        if uniform:
+            pr = (1.0 - uniform) * (pr / pr.sum()) + uniform / len(pr)
+            return support, pr / pr.sum()
         keep = pr > 0
         return support[keep], pr[keep] / pr[keep].sum()
 

@@ -17,15 +17,15 @@ def tool():
     return mod
 
 
-def _rows(tool, heldout, classes=2):
-    with open((tool.OUTS if classes == 2 else tool.OUTS_THREE)[heldout], newline="") as f:
+def _rows(tool, variant, classes=2):
+    with open((tool.OUTS if classes == 2 else tool.OUTS_THREE)[variant], newline="") as f:
         return list(csv.reader(f))
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-@pytest.mark.parametrize("heldout", ["rescaled", "deconvolved"])
-def test_file_covers_every_problem_budget_and_dataset(tool, heldout, classes):
-    rows = _rows(tool, heldout, classes)
+@pytest.mark.parametrize("variant", ["default", "no_uniform", "rescaled"])
+def test_file_covers_every_problem_budget_and_dataset(tool, variant, classes):
+    rows = _rows(tool, variant, classes)
     assert rows[0] == tool.COLUMNS
     body = rows[1:]
     problems = tool.problems(classes)
@@ -40,24 +40,25 @@ def test_file_covers_every_problem_budget_and_dataset(tool, heldout, classes):
 
 
 @pytest.mark.parametrize("problem, classes, reps", [("labor", 2, (0, 1)), ("wine", 3, (0,))])
-@pytest.mark.parametrize("heldout", ["rescaled", "deconvolved"])
-def test_first_datasets_reproduce(tool, heldout, problem, classes, reps):
+@pytest.mark.parametrize("variant", ["default", "no_uniform", "rescaled"])
+def test_first_datasets_reproduce(tool, variant, problem, classes, reps):
     # the smallest problem of each kind: quick to recompute (a three-class dataset takes about half a minute)
     mix, n_rows = tool.truth(problem)
     assert mix.grid.shape[1] == classes
     prior = mix.prior(tool.T)
     oracle = {d: tool.OptimalRule(tool.T, d, prior=prior) for d in tool.DELTAS}
-    stored = [r for r in _rows(tool, heldout, classes)[1:] if r[0] == problem]
+    stored = [r for r in _rows(tool, variant, classes)[1:] if r[0] == problem]
     for rep in reps:
-        again = [[str(x) for x in r] for r in tool.one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout)]
+        again = [[str(x) for x in r] for r in tool.one_dataset(problem, mix, n_rows, rep, prior, oracle, variant)]
         assert again == [r for r in stored if int(r[4]) == rep]
 
 
 @pytest.mark.parametrize("classes", [2, 3])
-def test_the_two_files_share_truths_datasets_and_oracle(tool, classes):
-    a, b = _rows(tool, "rescaled", classes), _rows(tool, "deconvolved", classes)
+def test_the_variants_share_truths_datasets_and_oracle(tool, classes):
+    files = [_rows(tool, v, classes) for v in tool.VARIANTS]
     key = [0, 1, 2, 3, 4, 8, 10]  # problem, sizes, δ, dataset; the optimum's disagreement and members
-    assert [[r[i] for i in key] for r in a] == [[r[i] for i in key] for r in b]
+    for other in files[1:]:
+        assert [[r[i] for i in key] for r in other] == [[r[i] for i in key] for r in files[0]]
 
 
 def _oracle(tool):
@@ -79,8 +80,8 @@ def test_oracle_file_covers_every_problem_and_agrees_with_the_simulations(tool):
         assert 1 <= exact <= members * (1 + 1e-6)  # the randomised optimum never needs more than the table
     # the simulations' optimum_members is this table's expected members, the same truth and budget
     for classes in (2, 3):
-        for heldout in ("rescaled", "deconvolved"):
-            for r in _rows(tool, heldout, classes)[1:]:
+        for variant in tool.VARIANTS:
+            for r in _rows(tool, variant, classes)[1:]:
                 assert r[10] == table[(r[0], r[3])][3]
 
 

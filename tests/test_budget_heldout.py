@@ -184,3 +184,35 @@ def test_cross_validated_budget_bad_heldout(heldout):
         cross_validated_budget(oob, T, 0.01, heldout=heldout)
     with pytest.raises(ValueError, match="heldout"):
         OptimalRule.from_oob_votes(oob, T, 0.01, heldout=heldout)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), True, "3"])
+def test_bad_uniform_rows(bad):
+    oob = _oob_votes(np.random.default_rng(0), _mixture_rows(np.random.default_rng(0), 60))
+    with pytest.raises(ValueError, match="uniform_rows must be a finite number >= 0"):
+        cross_validated_budget(oob, T, 0.01, uniform_rows=bad)
+    with pytest.raises(ValueError, match="uniform_rows"):
+        OptimalRule.from_oob_votes(oob, T, 0.01, uniform_rows=bad)
+
+
+@pytest.mark.parametrize("l", [2, 3])
+def test_uniform_rows_mix_the_uniform_prior_in(l):
+    """The prior a policy is built under is the deconvolved one and the uniform one, as m : uniform_rows."""
+    from ensvote.optimal import _mixture_prior
+    from ensvote.priors import _VoteMixture
+
+    rng = np.random.default_rng(5)
+    m, Tl = 80, (T if l == 2 else 31)
+    oob = rng.multinomial(37, rng.dirichlet(np.full(l, 0.5), size=m))
+    mix = _VoteMixture(oob, 50)
+    plain, mixed = _mixture_prior(oob, Tl, 50, 0.0), _mixture_prior(oob, Tl, 50, 4.0)
+    if l == 2:
+        assert np.array_equal(plain, mix.prior(Tl))  # 0 changes nothing
+        np.testing.assert_allclose(mixed, (m * plain + 4.0 / (Tl + 1)) / (m + 4.0), rtol=1e-12)
+    else:
+        support, probs = mixed
+        assert len(support) == (Tl + 1) * (Tl + 2) // 2 and (support.sum(axis=1) == Tl).all()  # every vote vector
+        full = dict(zip(map(tuple, plain[0]), plain[1]))
+        expect = np.array([(m * full.get(tuple(s), 0.0) + 4.0 / len(support)) / (m + 4.0) for s in support])
+        np.testing.assert_allclose(probs, expect, rtol=1e-10)
+        assert abs(probs.sum() - 1) < 1e-12

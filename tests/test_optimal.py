@@ -442,15 +442,18 @@ def test_headtohead_task_record_is_checked_and_aggregated(tmp_path):
     for name in ("opt-unif", "opt-oob"):
         assert all(d <= b for d, b in zip(res["rules"][name]["expected_disagreement"], p["delta_grid"]))
     # the budget mode is cross-validated with the suite's held-out scoring, the package's default
-    assert p["heldout"] == "deconvolved" == inspect.signature(OptimalRule.from_oob_votes).parameters["heldout"].default
+    defaults = inspect.signature(OptimalRule.from_oob_votes).parameters
+    assert p["heldout"] == "deconvolved" == defaults["heldout"].default
+    assert p["uniform_rows"] == defaults["uniform_rows"].default == ev.optimal.UNIFORM_ROWS
     from ensvote.experiments import soto2016
     Xtr, ytr, _, _ = soto2016.split("sonar", 0, p["n_test_synthetic"])
     clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=p["T"], random_state=soto2016.seeds("sonar", 0)[0],
                                                    n_jobs=1)).fit(Xtr, ytr)
-    same = {h: [OptimalRule.from_oob_votes(clf.oob_votes_, p["T"], d, heldout=h).expected_disagreement == e
+    variants = {"suite": {}, "rescaled": {"heldout": "rescaled"}, "no uniform": {"uniform_rows": 0.0}}
+    same = {k: [OptimalRule.from_oob_votes(clf.oob_votes_, p["T"], d, **kw).expected_disagreement == e
                 for d, e in zip(p["delta_grid"], res["rules"]["opt-oob"]["expected_disagreement"])]
-            for h in ("deconvolved", "rescaled")}
-    assert all(same["deconvolved"]) and not all(same["rescaled"])
+            for k, kw in variants.items()}
+    assert all(same["suite"]) and not all(same["rescaled"]) and not all(same["no uniform"])
     hyper = {**res["rules"]["HYPER"], "members": [0.5] * 3}
     bad = {**rec, "result": {**res, "rules": {**res["rules"], "HYPER": hyper}}}
     with pytest.raises(ValueError, match="HYPER.members"):

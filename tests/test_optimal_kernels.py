@@ -13,7 +13,7 @@ import pytest
 
 from ensvote import OptimalRule, clear_caches
 from ensvote.confidence import check_prior, uniform_prior
-from ensvote.optimal import _model, _pairwise_sum, cross_validated_budget
+from ensvote.optimal import UNIFORM_ROWS, _model, _pairwise_sum, cross_validated_budget
 from ensvote.priors import _VoteMixture
 
 
@@ -190,5 +190,7 @@ def test_fold_fits_are_reused_only_for_a_seed():
     with pytest.raises(TypeError, match="random_state"):
         cross_validated_budget(v, 101, 0.01, random_state=True)
     rule = OptimalRule.from_oob_votes(v, 101, 0.01)
-    ref = OptimalRule(101, rule.disagreement, prior=_VoteMixture(v[v.sum(1) > 0], 100).prior(101))
+    rows = v[v.sum(1) > 0]  # the final table's prior: all the rows' deconvolved one, with uniform_rows mixed in
+    w = UNIFORM_ROWS / (len(rows) + UNIFORM_ROWS)
+    ref = OptimalRule(101, rule.disagreement, prior=_VoteMixture(rows, 100).prior(101, uniform=w))
     assert rule.table_key(2) == ref.table_key(2) and rule.expected_members == ref.expected_members

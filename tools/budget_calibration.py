@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The budget mode against a known truth, for the chapter "How far from optimal are the threshold rules?".
 
-    .venv/bin/python tools/budget_calibration.py [--n-jobs 2] [--heldout rescaled] [--classes 3]
+    .venv/bin/python tools/budget_calibration.py [--n-jobs 2] [--variant no_uniform|rescaled] [--classes 3]
     .venv/bin/python tools/budget_calibration.py --oracle
 
 On real data the budget mode (``OptimalRule.from_oob_votes``) can only be
@@ -37,12 +37,16 @@ future rows is computed exactly.  For each two-class problem of Soto et al.
 ``N_DATASETS[classes]`` datasets per problem and budget (100 with two
 classes; 50 with three, where a budget-mode fit takes about 30 times as
 long).  Writes ``book/data/budget_calibration.csv``, one row per
-(problem, δ, dataset); with ``--heldout rescaled`` the budget mode's
-cross-validation scores held-out rows under their rescaled out-of-bag votes
-instead of their own deconvolved prior (``heldout`` of
-``ensvote.optimal.cross_validated_budget``, whose default is the latter), and
-the file is ``book/data/budget_calibration_rescaled.csv``; with
-``--classes 3`` the names end in ``_three_classes`` before ``.csv``.
+(problem, δ, dataset), for the budget mode as the package builds it by
+default.  Two variants take one of its choices back (``VARIANTS``), each
+with a file of its own: ``--variant no_uniform`` mixes no uniform prior into
+the deconvolved ones (``uniform_rows=0`` of
+``ensvote.optimal.cross_validated_budget``;
+``book/data/budget_calibration_no_uniform.csv``), and ``--variant rescaled``
+also scores the held-out rows under their rescaled out-of-bag votes instead
+of their own deconvolved prior (``heldout="rescaled"``;
+``book/data/budget_calibration_rescaled.csv``).  With ``--classes 3`` the
+names end in ``_three_classes`` before ``.csv``.
 Every draw comes from ``ensvote.experiments.store.task_seed`` (one
 SeedSequence per problem and dataset, from :data:`ensvote.SEED`), so the file
 is the same bytes on every run.
@@ -67,13 +71,18 @@ from joblib import Parallel, delayed
 from sklearn.ensemble import RandomForestClassifier
 
 from ensvote import HaltingClassifier, OptimalRule, datasets, policy_value
+from ensvote.optimal import UNIFORM_ROWS
 from ensvote.experiments.store import rng_and_ints, task_seed
 from ensvote.priors import DECONVOLUTION_RESOLUTION, _VoteMixture
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data" / "budget_calibration.csv"
-#: Per way of scoring the held-out rows (``heldout`` of ``cross_validated_budget``), the file written (two classes).
-OUTS = {"deconvolved": OUT, "rescaled": ROOT / "book" / "data" / "budget_calibration_rescaled.csv"}
+#: The budget mode's settings per variant: the package's defaults, and two of its choices taken back.
+VARIANTS = {"default": {"heldout": "deconvolved", "uniform_rows": UNIFORM_ROWS},
+            "no_uniform": {"heldout": "deconvolved", "uniform_rows": 0.0},
+            "rescaled": {"heldout": "rescaled", "uniform_rows": 0.0}}
+#: Per variant, the file written (two classes).
+OUTS = {"default": OUT, **{v: OUT.with_name(f"budget_calibration_{v}.csv") for v in VARIANTS if v != "default"}}
 #: The same with three classes.
 OUTS_THREE = {h: o.with_name(o.stem + "_three_classes.csv") for h, o in OUTS.items()}
 #: The optimum under each truth (``--oracle``).
@@ -108,7 +117,7 @@ def truth(problem):
     return mix, len(y)
 
 
-def one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout="deconvolved"):
+def one_dataset(problem, mix, n_rows, rep, prior, oracle, variant="default"):
     rng, (fold_seed,) = rng_and_ints(task_seed(SUITE, problem, rep), 1)
     n = int(round(0.9 * n_rows))
     at = rng.choice(len(mix.grid), size=n_rows, p=mix.weights)  # each row's point of G's grid
@@ -127,7 +136,7 @@ def one_dataset(problem, mix, n_rows, rep, prior, oracle, heldout="deconvolved")
         own = mix.prior(T, weights=np.bincount(at, minlength=len(mix.grid)) / n_rows)
     rows = []
     for delta in DELTAS:
-        rule = OptimalRule.from_oob_votes(votes, T, delta, random_state=fold_seed, heldout=heldout)
+        rule = OptimalRule.from_oob_votes(votes, T, delta, random_state=fold_seed, **VARIANTS[variant])
         v = policy_value(rule, prior)
         d_own = policy_value(rule, own).disagreement
         d_oracle = policy_value(oracle[delta], own).disagreement
@@ -153,7 +162,7 @@ def main():
     ap.add_argument("--n-jobs", type=int, default=1)
     ap.add_argument("--problems", default=None, help="comma-separated subset (default: all)")
     ap.add_argument("--classes", type=int, choices=(2, 3), default=2, help="the problems' number of classes")
-    ap.add_argument("--heldout", choices=sorted(OUTS), default="deconvolved",
+    ap.add_argument("--variant", choices=list(VARIANTS), default="default",
                     help="how the budget mode's cross-validation scores held-out rows (default: deconvolved, "
                          "the package's)")
     ap.add_argument("--oracle", action="store_true", help=f"write {OUT_ORACLE.name} (the optimum under each truth)")
@@ -173,11 +182,11 @@ def main():
         prior = mix.prior(T)
         oracle = {d: OptimalRule(T, d, prior=prior) for d in DELTAS}
         jobs = Parallel(n_jobs=args.n_jobs)(
-            delayed(one_dataset)(problem, mix, n_rows, rep, prior, oracle, args.heldout)
+            delayed(one_dataset)(problem, mix, n_rows, rep, prior, oracle, args.variant)
             for rep in range(N_DATASETS[args.classes]))
         out.extend(r for rows in jobs for r in rows)
         print(problem, "done", flush=True)
-    out_path = (OUTS if args.classes == 2 else OUTS_THREE)[args.heldout]
+    out_path = (OUTS if args.classes == 2 else OUTS_THREE)[args.variant]
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")

@@ -17,7 +17,8 @@ name           rule                                          parameter swept
 ``opt-unif``   :class:`~ensvote.OptimalRule`, uniform prior  budget δ
 ``opt-oob``    :class:`~ensvote.OptimalRule`, out-of-bag     budget δ
                (``OptimalRule.from_oob_votes``: deconvolved
-               prior, budget cross-validated with the
+               prior with ``uniform_rows`` of uniform
+               mass, budget cross-validated with the
                held-out scoring ``heldout``)
 ``margin``     :class:`MarginRule`                           lead ``k``
 =============  ============================================  =====================
@@ -42,7 +43,7 @@ from sklearn.ensemble import RandomForestClassifier
 from .._validation import check_positive_int, check_probability
 from ..classifier import HaltingClassifier
 from ..engine import halt
-from ..optimal import OptimalRule, policy_value
+from ..optimal import UNIFORM_ROWS, OptimalRule, policy_value
 from ..rules import FixedRule, HaltingRule, InfiniteRule, UrnRule
 from . import soto2016
 from .store import keys, need, number, numbers
@@ -122,7 +123,8 @@ def task(dataset, realization, p):
         "margin": sweep(MarginRule, p["margin_grid"]),
     }
     opt = {"opt-unif": [_uniform_optimal(T, l, d) for d in p["delta_grid"]],
-           "opt-oob": [OptimalRule.from_oob_votes(clf.oob_votes_, T, d, heldout=p["heldout"]) for d in p["delta_grid"]]}
+           "opt-oob": [OptimalRule.from_oob_votes(clf.oob_votes_, T, d, heldout=p["heldout"],
+                                                  uniform_rows=p["uniform_rows"]) for d in p["delta_grid"]]}
     for name, built in opt.items():
         rec = sweep(lambda d, b=dict(zip(p["delta_grid"], built)): b[d], p["delta_grid"])
         rec["expected_members"] = [r.expected_members for r in built]
@@ -464,7 +466,8 @@ SUITE = Suite(
                     "alpha_grid": (0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999),
                     "delta_grid": (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0.0001),
                     "margin_grid": tuple(range(1, 31)) + (35, 40, 50), "prior_alphas": (0.95, 0.99, 0.999),
-                    "target_pcts": (1.0, 0.1), "heldout": "deconvolved"},
+                    "target_pcts": (1.0, 0.1), "heldout": "deconvolved",
+                    "uniform_rows": UNIFORM_ROWS},
                    n_test_synthetic=300, fs_grid=(1, 11, 51, 101), alpha_grid=(0.9, 0.99, 0.999),
                    delta_grid=(0.02, 0.01, 0.001), margin_grid=(1, 5, 15), prior_alphas=(0.99,)),
     task=task, check=check, tables=tables,
