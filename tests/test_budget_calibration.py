@@ -89,3 +89,38 @@ def test_oracle_file_covers_every_problem_and_agrees_with_the_simulations(tool):
 def test_oracle_rows_reproduce(tool, problem):
     stored = [r for r in _oracle(tool)[1:] if r[0] == problem]
     assert [[str(x) for x in r] for r in tool.oracle_rows(problem)] == stored
+
+
+def test_a_stopped_run_resumes_at_the_problem_it_stopped_in(tool, tmp_path, monkeypatch):
+    # the tool's arithmetic replaced by a stand-in: what is tested is which problems are computed and the bytes written
+    calls = []
+
+    def one_dataset(problem, mix, n_rows, rep, prior, oracle, variant="default"):
+        calls.append((problem, rep))
+        return [[problem, n_rows, rep, variant]]
+
+    out = tmp_path / "budget_calibration.csv"
+    monkeypatch.setattr(tool, "OUTS", {**tool.OUTS, "default": out})
+    monkeypatch.setattr(tool, "PARTS", tmp_path / "parts")
+    monkeypatch.setattr(tool, "N_DATASETS", {2: 2, 3: 2})
+    monkeypatch.setattr(tool, "one_dataset", one_dataset)
+    monkeypatch.setattr(tool, "truth", lambda problem: (type("Mix", (), {"prior": lambda self, T: None})(), 7))
+    monkeypatch.setattr(tool, "OptimalRule", lambda *a, **k: None)
+    monkeypatch.setattr("sys.argv", ["budget_calibration.py", "--problems", "labor,sonar"])
+    tool.main()
+    first = out.read_bytes()
+    assert calls == [("labor", 0), ("labor", 1), ("sonar", 0), ("sonar", 1)]
+    assert first.splitlines()[0].decode() == ",".join(tool.COLUMNS)
+    # stopped after labor: sonar's rows are lost, labor's are kept
+    (tmp_path / "parts" / "budget_calibration" / "sonar.csv").unlink()
+    out.unlink()
+    calls.clear()
+    tool.main()
+    assert calls == [("sonar", 0), ("sonar", 1)]
+    assert out.read_bytes() == first
+    assert not list(tmp_path.rglob("*.tmp"))
+    # --restart computes everything again
+    calls.clear()
+    monkeypatch.setattr("sys.argv", ["budget_calibration.py", "--problems", "labor,sonar", "--restart"])
+    tool.main()
+    assert len(calls) == 4 and out.read_bytes() == first

@@ -47,6 +47,10 @@ also scores the held-out rows under their rescaled out-of-bag votes instead
 of their own deconvolved prior (``heldout="rescaled"``;
 ``book/data/budget_calibration_rescaled.csv``).  With ``--classes 3`` the
 names end in ``_three_classes`` before ``.csv``.
+A run keeps each finished problem's rows under ``build/budget_calibration/``
+and a later run of the same file reads them instead of recomputing them, so
+a stopped run resumes at the problem it stopped in (``--restart`` starts
+afresh, for instance after a change to the budget mode).
 Every draw comes from ``ensvote.experiments.store.task_seed`` (one
 SeedSequence per problem and dataset, from :data:`ensvote.SEED`), so the file
 is the same bytes on every run.
@@ -63,6 +67,8 @@ two classes, two hours with three.
 
 import argparse
 import csv
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +83,9 @@ from ensvote.priors import DECONVOLUTION_RESOLUTION, _VoteMixture
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data" / "budget_calibration.csv"
+#: Each finished problem's rows, per output file, so that a stopped run resumes where it stopped
+#: (``build/`` is not committed; ``--restart`` starts afresh).
+PARTS = ROOT / "build" / "budget_calibration"
 #: The budget mode's settings per variant: the package's defaults, and two of its choices taken back.
 VARIANTS = {"default": {"heldout": "deconvolved", "uniform_rows": UNIFORM_ROWS},
             "no_uniform": {"heldout": "deconvolved", "uniform_rows": 0.0},
@@ -165,6 +174,8 @@ def main():
     ap.add_argument("--variant", choices=list(VARIANTS), default="default",
                     help="how the budget mode's cross-validation scores held-out rows (default: deconvolved, "
                          "the package's)")
+    ap.add_argument("--restart", action="store_true",
+                    help="recompute the problems an earlier, stopped run of the same file has finished")
     ap.add_argument("--oracle", action="store_true", help=f"write {OUT_ORACLE.name} (the optimum under each truth)")
     args = ap.parse_args()
     if args.oracle:
@@ -176,23 +187,43 @@ def main():
         print("wrote", OUT_ORACLE)
         return
     names = problems(args.classes) if args.problems is None else args.problems.split(",")
+    out_path = (OUTS if args.classes == 2 else OUTS_THREE)[args.variant]
+    parts = PARTS / out_path.stem
+    if args.restart and parts.exists():
+        shutil.rmtree(parts)
+    parts.mkdir(parents=True, exist_ok=True)
     out = []
     for problem in names:
+        part = parts / f"{problem}.csv"
+        if part.exists():  # finished by an earlier run of this file: the same rows, the same bytes
+            with open(part, newline="") as f:
+                out.extend(csv.reader(f))
+            print(problem, "read from", part, flush=True)
+            continue
         mix, n_rows = truth(problem)
         prior = mix.prior(T)
         oracle = {d: OptimalRule(T, d, prior=prior) for d in DELTAS}
         jobs = Parallel(n_jobs=args.n_jobs)(
             delayed(one_dataset)(problem, mix, n_rows, rep, prior, oracle, args.variant)
             for rep in range(N_DATASETS[args.classes]))
-        out.extend(r for rows in jobs for r in rows)
+        rows = [r for rows in jobs for r in rows]
+        _write(part, rows)
+        out.extend(rows)
         print(problem, "done", flush=True)
-    out_path = (OUTS if args.classes == 2 else OUTS_THREE)[args.variant]
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(out_path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(COLUMNS)
-        w.writerows(out)
+    _write(out_path, out, header=COLUMNS)
     print("wrote", out_path)
+
+
+def _write(path, rows, header=None):
+    """``rows`` as CSV at ``path``, atomically (a stopped run leaves no half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        if header is not None:
+            w.writerow(header)
+        w.writerows(rows)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
