@@ -172,8 +172,9 @@ def main():
     ap.add_argument("--problems", default=None, help="comma-separated subset (default: all)")
     ap.add_argument("--classes", type=int, choices=(2, 3), default=2, help="the problems' number of classes")
     ap.add_argument("--variant", choices=list(VARIANTS), default="default",
-                    help="how the budget mode's cross-validation scores held-out rows (default: deconvolved, "
-                         "the package's)")
+                    help="the budget mode as the package builds it (default), or with one of its choices taken "
+                         "back: no_uniform (no uniform mass), rescaled (also held-out rows scored by their "
+                         "rescaled votes)")
     ap.add_argument("--restart", action="store_true",
                     help="recompute the problems an earlier, stopped run of the same file has finished")
     ap.add_argument("--oracle", action="store_true", help=f"write {OUT_ORACLE.name} (the optimum under each truth)")
