@@ -1,6 +1,6 @@
 """The budget mode's validation on the committed head-to-head records (the paper profile).
 
-What the chapter "How far from optimal are the threshold rules?" reports,
+What the chapter "A disagreement budget" reports,
 checked on the records themselves, so that a re-run that changes the
 verdict fails here and not only in the prose:
 

@@ -378,8 +378,8 @@ def test_budget_mode_out_of_sample_on_soto_problems():
     The budget holds in expectation under each fold's out-of-bag prior; on
     held-out rows the disagreement pooled over the four problems stays within
     δ + 0.3 percentage points.  (Per problem the folds hold a few hundred rows,
-    too few to resolve 0.3 points; the chapter *How far from optimal are the
-    threshold rules?* reports per-problem figures over ten partitions.)  Where
+    too few to resolve 0.3 points; the chapter *A disagreement budget*
+    reports per-problem figures over ten partitions.)  Where
     HYPER at α = 1 − δ disagrees on well under δ of the rows, the budget mode
     queries fewer members.
     """

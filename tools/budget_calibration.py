@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The budget mode against a known truth, for the chapter "How far from optimal are the threshold rules?".
+"""The budget mode against a known truth, for the chapter "A disagreement budget".
 
     .venv/bin/python tools/budget_calibration.py [--n-jobs 2] [--variant no_uniform|rescaled] [--classes 3]
     .venv/bin/python tools/budget_calibration.py --oracle

@@ -27,8 +27,8 @@ Under the prior (no test rows): HYPER's expected members and disagreement at a
 few α, and the optimum at HYPER's own expected disagreement.
 
 :func:`ensvote.experiments.run` (suite ``headtohead``) seeds, runs and stores
-the tasks; :func:`tables` makes the tables the chapter *How far from optimal
-are the threshold rules?* renders.  The ``book`` profile runs five problems
+the tasks; :func:`tables` makes the tables the chapters *How far from optimal
+are the threshold rules?* and *A disagreement budget* render.  The ``book`` profile runs five problems
 (``book_datasets``).
 """
 
