@@ -431,3 +431,11 @@ def test_sparse_X_is_accepted_when_the_forest_accepts_it():
         big = sp.csr_matrix(X)  # int64 indices, as scipy makes for large matrices
         big.indices, big.indptr = big.indices.astype(np.int64), big.indptr.astype(np.int64)
         assert np.array_equal(dense.predict(big), dense.predict(X))
+
+
+@pytest.mark.parametrize("empty", [[], (), iter([])])
+def test_listing_of_nothing(empty):
+    from ensvote.experiments import listing
+
+    with pytest.raises(ValueError, match="no items"):
+        listing(empty)

@@ -23,6 +23,7 @@ DOCTEST_MODULES = [
     "ensvote._cache",
     "ensvote.optimal",
     "ensvote.priors",
+    "ensvote.experiments.report",
 ]
 MAY_HAVE_NO_EXAMPLES = set()  # every module listed has examples
 

@@ -16,8 +16,8 @@ tables (:class:`~ensvote.experiments.suite.Suite`), listed in
 Shared machinery: :mod:`~ensvote.experiments.store` (seeding, record files and
 their validation), :mod:`~ensvote.experiments.schedule` (:func:`run`),
 :mod:`~ensvote.experiments.tables` (:func:`aggregate`) and
-:mod:`~ensvote.experiments.report` (:func:`compare_with_published`, for the
-chapters).  Profiles: ``smoke`` (seconds; what notebooks run live), ``book``
+:mod:`~ensvote.experiments.report` (:func:`compare_with_published` and
+:func:`listing`, for the chapters).  Profiles: ``smoke`` (seconds; what notebooks run live), ``book``
 (what the book shows), ``paper`` (the papers' protocol: 100 realizations).
 
 Command line: ``python -m ensvote run|aggregate SUITE --profile PROFILE``.
@@ -27,7 +27,7 @@ from .headtohead import MarginRule
 from .hl2011 import PI_GRID
 from .hl2011 import PROBLEMS as HL2011_PROBLEMS
 from .registry import SUITES
-from .report import compare_with_published
+from .report import compare_with_published, listing
 from .schedule import list_tasks, run, run_task
 from .soto2016 import ALPHAS
 from .soto2016 import PROBLEMS as SOTO2016_PROBLEMS
@@ -39,4 +39,4 @@ from .tables import aggregate
 __all__ = ["SUITES", "PROFILES", "SYNTHETIC", "Suite", "HL2011_PROBLEMS", "SOTO2016_PROBLEMS", "PI_GRID", "ALPHAS",
            "MarginRule", "run", "run_task", "list_tasks", "aggregate", "task_seed", "record_path", "read_record",
            "check_record", "scan_records", "RecordScan", "RecordError", "RecordSetError", "IncompleteRecordsError",
-           "RecordWarning", "compare_with_published"]
+           "RecordWarning", "compare_with_published", "listing"]

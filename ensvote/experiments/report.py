@@ -1,11 +1,42 @@
-"""The report helper of the experiment chapters: our tables beside the published ones."""
+"""The report helpers of the chapters: our tables beside the published ones, and lists written as prose."""
 
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["compare_with_published"]
+__all__ = ["compare_with_published", "listing"]
+
+
+def listing(items, conj="and"):
+    """The items as an English list: ``"a"``, ``"a and b"``, ``"a, b and c"``.
+
+    Parameters
+    ----------
+    items : iterable
+        Each item is written with :func:`str`.
+    conj : str, default "and"
+        The word before the last item (``"or"``: ``"a, b or c"``).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        No items: there is nothing to write.
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import listing
+    >>> listing(["sonar"]), listing(["sonar", "votes"]), listing([0.9, 0.99, 0.999], "or")
+    ('sonar', 'sonar and votes', '0.9, 0.99 or 0.999')
+    """
+    items = [str(x) for x in items]
+    if not items:
+        raise ValueError("listing: no items to write")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conj} " + items[-1]
 
 
 def _half_unit(printed):
