@@ -6,6 +6,7 @@ by path; ``run`` sets it aside (``*.bad``) and computes the task again;
 """
 
 import copy
+import importlib.util
 import gzip
 import json
 import math
@@ -459,3 +460,43 @@ def test_concurrent_aggregations_do_not_collide(good, tmp_path):
     for p in procs:
         assert p.wait(timeout=600) == 0, p.stderr.read()
     assert not list((out / SUITE / PROFILE).glob(".*.tmp"))
+
+
+def test_floats_are_stored_at_record_digits(tmp_path):
+    path = tmp_path / "r000.json.gz"
+    x = 0.1 + 0.2  # 0.30000000000000004
+    experiments.store.write_atomic(path, {"a": [x, x * (1 + 4e-16)], "b": {"c": -2.9976021664879227e-15, "n": 7}})
+    rec = json.loads(gzip.decompress(path.read_bytes()))
+    assert rec == {"a": [0.3, 0.3], "b": {"c": -2.99760217e-15, "n": 7}}
+    assert experiments.store.RECORD_DIGITS == 9
+    path.write_bytes(_canonical({"a": [x]}))  # sorted and compact, but 17 digits
+    with pytest.raises(ValueError, match="floats at 9 significant digits"):
+        experiments.store._decode(path.read_bytes())
+
+
+def _older_cpu():
+    spec = importlib.util.spec_from_file_location("dev", ROOT / "tools" / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    return dev.OLDER_CPU
+
+
+def test_records_are_the_same_bytes_on_an_older_cpu(tmp_path):
+    """The smoke runs of two suites, here and under an emulated older CPU, write identical files.
+
+    Unrounded, 52 floats of these records differ in their last bits (relative
+    differences up to 4e-15: numpy's AVX-512 kernels, OpenBLAS's, numba's target).
+    """
+    procs = {}
+    for name, extra in (("here", {}), ("older", _older_cpu())):
+        cmd = " && ".join(f"{sys.executable} -m ensvote run {suite} --profile smoke --out {tmp_path / name} --n-jobs 1"
+                          for suite in ("soto2016", "headtohead"))
+        procs[name] = subprocess.Popen(cmd, shell=True, cwd=ROOT, env={**os.environ, **extra},
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for name, proc in procs.items():
+        assert proc.wait(timeout=600) == 0, f"{name}: {proc.stderr.read()}"
+    files = {name: {p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*.json.gz")}
+             for name in procs}
+    assert len(files["here"]) == 8 and files["here"].keys() == files["older"].keys()
+    differ = [str(p) for p in files["here"] if files["here"][p] != files["older"][p]]
+    assert differ == []

@@ -23,6 +23,10 @@ VENV = Path(os.environ.get("ENSVOTE_VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 STAMP = VENV / ".ensvote-requirements.sha256"
+#: An older x86-64 CPU, emulated: numpy without its AVX2/AVX-512 kernels, OpenBLAS's
+#: SSE3 (Prescott) kernels, numba compiling for a generic x86-64.  ``test`` runs the
+#: notebooks a second time under it; tests/test_records.py writes records under it.
+OLDER_CPU = {"NPY_DISABLE_CPU_FEATURES": "X86_V3", "OPENBLAS_CORETYPE": "Prescott", "NUMBA_CPU_NAME": "generic"}
 
 
 def _digest():
