@@ -1,11 +1,48 @@
-"""The report helpers of the chapters: our tables beside the published ones, and lists written as prose."""
+"""The report helpers of the chapters: numbers glued into the text, our tables beside the published ones, and
+lists written as prose."""
 
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["compare_with_published", "listing"]
+from .._utils import significant
+
+__all__ = ["compare_with_published", "listing", "glue", "GLUE_DIGITS"]
+
+#: Significant digits of every float a chapter glues into its text; no sentence shows more
+#: (tests/test_glue.py checks every ``{glue:text}`` format against it).
+GLUE_DIGITS = 6
+
+
+def glue(name, variable, display=True):
+    """:func:`myst_nb.glue`, with a float glued at :data:`GLUE_DIGITS` significant digits.
+
+    What nbval compares is then what a reader can see: the last bits of a
+    float, which follow the CPU (numpy's and OpenBLAS's SIMD kernels, numba's
+    target), are not in the notebook, while a change in any digit the text
+    shows still is.  Other values (ints, strings, tables, figures) are glued
+    unchanged.
+
+    Parameters
+    ----------
+    name : str
+        The key the text refers to (``{glue:text}`name:.2f```).
+    variable : object
+        The value; a Python or numpy float is rounded first.
+    display : bool, default True
+        Also display the value in the notebook (as :func:`myst_nb.glue` does).
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import glue
+    >>> glue("slope", -0.9988971678980845, display=False)  # stored as -0.998897
+    """
+    from myst_nb import glue as myst_glue  # the book's dependency, not the package's
+
+    if isinstance(variable, (float, np.floating)):
+        variable = significant(variable, GLUE_DIGITS)
+    return myst_glue(name, variable, display)
 
 
 def listing(items, conj="and"):
