@@ -74,13 +74,18 @@ def _pip_with_progress(n):
     seen, tail = 0, []
     for line in proc.stdout:
         tail = (tail + [line.rstrip()])[-40:]
-        m = re.match(r"(Collecting|Requirement already satisfied:|Obtaining) (\S+)", line)
+        m = re.match(r"(Collecting|Processing|Obtaining|Requirement already satisfied:) (\S+).*\(from -r requirements", line)
         if m:
             seen += 1
-            print(f"[dev]   {seen:>3}/{n} {m.group(2)}" + (" (already there)" if m.group(1).startswith("Req") else ""),
+            what = m.group(2)
+            if m.group(1) == "Processing":  # a wheel file: name-version-tags.whl
+                what = "==".join(Path(what).name.split("-")[:2])
+            print(f"[dev]   {seen:>3}/{n} {what}" + (" (already there)" if m.group(1).startswith("Req") else ""),
                   flush=True)
-        elif line.startswith(("Installing collected packages", "Successfully installed")):
-            print(f"[dev]   {line.split(':')[0].strip()} ...", flush=True)
+        elif line.startswith("Installing collected packages"):
+            print("[dev]   installing them ...", flush=True)
+        elif line.startswith("Successfully installed"):
+            print(f"[dev]   installed {len(line.split()) - 2} packages", flush=True)
     if proc.wait():
         print("\n".join(tail), file=sys.stderr)
         sys.exit(f"[dev] pip failed (exit status {proc.returncode}); its last lines are above")
