@@ -39,7 +39,12 @@ from .optimal import OptimalRule, policy_value
 from .priors import oob_prior
 from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, UrnRule
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+
+#: Submodules reached as attributes on first use (``ensvote.datasets.load("pima")`` after ``import ensvote``);
+#: they need the ``experiments`` extra (pandas, tqdm, Dask).
+_LAZY_MODULES = ("datasets", "experiments")
 
 
 def __getattr__(name):
@@ -47,11 +52,15 @@ def __getattr__(name):
         from .classifier import HaltingClassifier
 
         return HaltingClassifier
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | {"HaltingClassifier"})
+    return sorted(set(globals()) | {"HaltingClassifier", *_LAZY_MODULES})
 
 
 __all__ = [

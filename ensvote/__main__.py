@@ -17,8 +17,11 @@ import argparse
 import sys
 import warnings
 
-from . import datasets
-from .experiments import PROFILES, SUITES, IncompleteRecordsError, aggregate, run
+try:
+    from . import datasets
+    from .experiments import PROFILES, SUITES, IncompleteRecordsError, aggregate, run
+except ModuleNotFoundError as exc:  # the experiments extra is not installed: one line, naming it
+    sys.exit(f"python -m ensvote: {exc}")
 
 #: Options whose value may start with "-" (e.g. ``--realizations -1:1``), which
 #: argparse would otherwise take for an option and answer "expected one argument".

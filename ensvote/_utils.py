@@ -51,3 +51,21 @@ def significant(obj, digits):
     if isinstance(obj, (list, tuple)):
         return [significant(v, digits) for v in obj]
     return obj
+
+
+#: What ``pip install 'ensvote[experiments]'`` adds to the classifier's dependencies, by import name.
+EXPERIMENTS_EXTRA = ("pandas", "tqdm", "joblib", "dask", "distributed")
+
+
+def require_extra(who, modules=EXPERIMENTS_EXTRA):
+    """ModuleNotFoundError naming the ``experiments`` extra if any of ``modules`` is not installed.
+
+    The classifier needs numpy, scipy, scikit-learn and numba only; the
+    datasets and the experiment runner need more.
+    """
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModuleNotFoundError(f"{who} needs {', '.join(missing)}, which the classifier alone does not: "
+                                  "pip install 'ensvote[experiments]'")

@@ -71,9 +71,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ._utils import check_random_state
+from ._utils import check_random_state, require_extra
+
+require_extra("ensvote.datasets", ("pandas",))
+import pandas as pd  # noqa: E402  (after the check, which names the extra to install)
 from ._validation import check_positive_int
 
 __all__ = [

@@ -22,3 +22,11 @@ def test_the_classifier_and_the_experiments_load_theirs_on_demand():
     assert {"sklearn", "pandas"} <= _loaded_after("import ensvote; ensvote.HaltingClassifier")
     assert "pandas" in _loaded_after("import ensvote.experiments")
     assert "HaltingClassifier" in dir(__import__("ensvote"))
+
+
+def test_datasets_and_experiments_are_attributes_loaded_on_first_use():
+    assert "pandas" in _loaded_after("import ensvote; ensvote.datasets.load('pima')")
+    assert "pandas" not in _loaded_after("import ensvote; dir(ensvote)")
+    assert {"datasets", "experiments"} <= set(dir(__import__("ensvote")))
+    out = subprocess.run([sys.executable, "-c", "import ensvote; ensvote.nosuch"], capture_output=True, text=True)
+    assert "AttributeError: module 'ensvote' has no attribute 'nosuch'" in out.stderr

@@ -23,7 +23,11 @@ their validation), :mod:`~ensvote.experiments.schedule` (:func:`run`),
 Command line: ``python -m ensvote run|aggregate SUITE --profile PROFILE``.
 """
 
-from .headtohead import MarginRule
+from .._utils import require_extra
+
+require_extra("ensvote.experiments")
+
+from .headtohead import MarginRule  # noqa: E402  (after the check, which names the extra to install)
 from .hl2011 import PI_GRID
 from .hl2011 import PROBLEMS as HL2011_PROBLEMS
 from .registry import SUITES
