@@ -439,3 +439,18 @@ def test_listing_of_nothing(empty):
 
     with pytest.raises(ValueError, match="no items"):
         listing(empty)
+
+
+def test_sparse_nan_is_refused_as_the_forest_refuses_it():
+    """NaN in sparse X was routed differently from the same dense X (different labels, silently)."""
+    import scipy.sparse as sps
+
+    X, y = make_classification(n_samples=120, n_features=6, random_state=0)
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=11, random_state=0)).fit(X, y)
+    x = np.full((2, 6), np.nan)
+    assert clf.predict(x).shape == (2,)  # dense NaN is routed as the trees learned
+    for method in (clf.predict, clf.predict_proba, clf.halt, clf.oob_votes, clf.member_votes):
+        with pytest.raises(ValueError, match="sparse X contains NaN"):
+            method(sps.csr_matrix(x))
+    with pytest.raises(ValueError, match="NaN"):
+        clf.estimator_.predict(sps.csr_matrix(x))  # the forest's own predict refuses it too
