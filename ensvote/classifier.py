@@ -273,6 +273,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             if not hasattr(m, "tree_"):
                 raise TypeError(f"ensemble members must be decision trees, got {type(m).__name__}")
         self.n_members_ = len(members)
+        self._n_fit_rows = X.shape[0]  # oob_votes(X) takes the training rows only
         feats = getattr(self.estimator_, "estimators_features_", None)
         # the members as the engine votes with them: per node, the class index it votes for (the
         # ensembles fit their members on class indices, so a member's classes_ are indices into classes_)
@@ -374,6 +375,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         X32 = _tree_input(check_array(X, ensure_all_finite="allow-nan", dtype=np.float32, order="C",
                                       accept_sparse="csr")) if validated else self._validate_X(X)
         n = X32.shape[0]
+        if n != self._n_fit_rows:
+            raise ValueError(f"oob_votes needs the training data passed to fit ({self._n_fit_rows} rows): "
+                             f"X has {n} rows (out-of-bag votes of other rows are not defined)")
         votes = np.zeros((n, len(self.classes_)), dtype=np.int64)
         for j, drawn in enumerate(self.estimator_.estimators_samples_):
             oob = np.ones(n, dtype=bool)

@@ -454,3 +454,13 @@ def test_sparse_nan_is_refused_as_the_forest_refuses_it():
             method(sps.csr_matrix(x))
     with pytest.raises(ValueError, match="NaN"):
         clf.estimator_.predict(sps.csr_matrix(x))  # the forest's own predict refuses it too
+
+
+@pytest.mark.parametrize("rows", [50, 400])
+def test_oob_votes_of_other_rows_are_refused(rows):
+    """oob_votes(X) with fewer rows than the training set raised IndexError; with more, it answered."""
+    X, y = make_classification(n_samples=200, n_features=6, random_state=0)
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=11, random_state=0)).fit(X, y)
+    with pytest.raises(ValueError, match=f"training data passed to fit \\(200 rows\\): X has {rows} rows"):
+        clf.oob_votes(np.resize(X, (rows, 6)))
+    assert (clf.oob_votes(X) == clf.oob_votes_).all()
