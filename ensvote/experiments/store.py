@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import stat
 import uuid
 import warnings
 import zlib
@@ -108,6 +109,8 @@ class RecordWarning(UserWarning):
 _GZIP_MAGIC = b"\x1f\x8b"
 #: Largest decompressed record accepted (the largest, a circle record, is about 70 kB).
 _MAX_RECORD_BYTES = 64 * 2**20
+#: Largest record file read (compressed); a larger file is refused before it is read.
+_MAX_FILE_BYTES = 16 * 2**20
 _RECORD_KEYS = {"suite", "profile", "dataset", "realization", "params", "result"}
 _RECORD_NAME = re.compile(r"r(\d+)\.json\.gz")
 #: Significant digits of every float a record stores (more than any table shows: they have 4 decimals).
@@ -203,12 +206,23 @@ def read_record(path, task=None):
     try:
         if task is None:
             task = _task_of_path(path)
-        if path.is_dir():
-            raise ValueError("a directory, not a file")
         try:
-            raw = path.read_bytes()
+            st = path.stat()  # of the target of a symlink; never opens (a FIFO would block)
         except OSError as exc:
             raise ValueError(f"cannot be read ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise ValueError("a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file (a FIFO, device or socket)")
+        if st.st_size > _MAX_FILE_BYTES:
+            raise ValueError(f"{st.st_size:,} bytes, more than a record can be ({_MAX_FILE_BYTES:,})")
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(_MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ValueError(f"cannot be read ({exc.strerror or exc})") from None
+        if len(raw) > _MAX_FILE_BYTES:
+            raise ValueError(f"more than a record can be ({_MAX_FILE_BYTES:,} bytes)")
         rec = _decode(raw)
         check_record(rec, task)
     except ValueError as exc:
