@@ -111,6 +111,9 @@ def main(argv=None):
         except _ERRORS as exc:
             print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted; the finished records are kept: the same command resumes", file=sys.stderr)
+            return 130
     return 0
 
 

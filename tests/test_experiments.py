@@ -298,3 +298,16 @@ def test_paper_profile_adopts_book_records_with_identical_results(tmp_path):
     assert a["profile"] == "paper"
     _same_tree(sorted((adopted / "soto2016" / "paper" / "tasks" / "sonar").iterdir()),
                sorted((computed / "soto2016" / "paper" / "tasks" / "sonar").iterdir()))
+
+
+def test_cli_interrupted_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    """Ctrl-C in the command's own process: one line and exit status 130, not a traceback."""
+    import ensvote.__main__ as cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", interrupted)
+    assert cli.main(["run", "soto2016", "--profile", "smoke", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted; the finished records are kept: the same command resumes" in err
