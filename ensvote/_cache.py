@@ -8,6 +8,8 @@ that :func:`clear_caches` empties all of them and :func:`cache_info` lists
 them.
 """
 
+from __future__ import annotations
+
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -76,7 +78,7 @@ def _load_all():
     from . import confidence, engine, manyclass, optimal, rules  # noqa: F401
 
 
-def clear_caches():
+def clear_caches() -> None:
     """Empty every table cache of ensvote (the memory is freed once nothing else refers to the tables).
 
     Tables are rebuilt on demand, so results do not change; only the next
@@ -100,7 +102,7 @@ def clear_caches():
         f.cache_clear()
 
 
-def cache_info():
+def cache_info() -> list[CacheInfo]:
     """One :class:`CacheInfo` per table cache: name, entries held, entries kept at most, bytes of tables.
 
     Examples

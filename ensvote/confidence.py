@@ -25,13 +25,21 @@ confidence reported is the probability that *this* class wins: e.g.
 ``infinite_confidence([3, 3]) == 0.5``.
 """
 
+from __future__ import annotations
+
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, special, stats
 
 from ._utils import check_random_state
 from ._validation import MAX_ENTRIES, MAX_T, check_counts, check_label, check_positive_int, check_size
+
+#: What a ``prior`` argument may be: None or "uniform", ``P(T_0 = k)`` for two classes, ``(support, probs)``
+#: (see :func:`check_prior`).
+PriorLike = None | Literal["uniform"] | ArrayLike | tuple[ArrayLike, ArrayLike]
 
 __all__ = [
     "current_majority",
@@ -44,7 +52,7 @@ __all__ = [
 ]
 
 
-def current_majority(counts):
+def current_majority(counts: ArrayLike) -> NDArray[np.intp]:
     """Index of the current majority class (lowest index on ties).
 
     Parameters
@@ -81,7 +89,7 @@ def _label_or_majority(t, label):
 # --------------------------------------------------------------------------
 # Hernández-Lobato et al. (2011): the infinite ensemble
 # --------------------------------------------------------------------------
-def infinite_confidence(counts, label=None):
+def infinite_confidence(counts: ArrayLike, label: ArrayLike | None = None) -> NDArray[np.float64]:
     r"""Confidence that ``label`` is the infinite ensemble's majority (Hernández-Lobato et al. 2011).
 
     For two classes this is Eq. 7 exactly,
@@ -135,7 +143,8 @@ def infinite_confidence(counts, label=None):
     return np.exp(np.sum(np.where(others, logf, 0.0), axis=-1))
 
 
-def infinite_confidence_exact(counts, label=None, *, epsabs=1e-13, epsrel=1e-11):
+def infinite_confidence_exact(counts: ArrayLike, label: ArrayLike | None = None, *, epsabs: float = 1e-13,
+                              epsrel: float = 1e-11) -> NDArray[np.float64]:
     r"""Exact :math:`P(\hat y_\infty = y_i \mid \mathbf t)` (Eq. 6 of Hernández-Lobato et al. 2011) for any ``l``.
 
     Eq. 6 asks for :math:`P(p_i > p_j\ \forall j \ne i)` under the Dirichlet
@@ -235,7 +244,7 @@ def _compositions_cached(n, l):
     return out
 
 
-def compositions(n, l):
+def compositions(n: int, l: int) -> NDArray[np.int64]:
     """All vectors of ``l`` non-negative integers summing to ``n``.
 
     There are ``C(n + l - 1, l - 1)`` of them; rows are in lexicographic order.
@@ -280,7 +289,7 @@ def _n_compositions(n, l):
     return int(special.comb(n + l - 1, l - 1, exact=True))
 
 
-def uniform_prior(T, n_classes=2):
+def uniform_prior(T: int, n_classes: int = 2) -> NDArray[np.float64] | tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The uniform prior over urn contents, written out explicitly.
 
     Every vector ``(T_1, ..., T_l)`` of non-negative integers summing to ``T``
@@ -464,8 +473,9 @@ def _ratio_from_logs(log_num, log_rest):
         )
 
 
-def finite_confidence(counts, T, prior=None, label=None, *, max_terms=2_000_000,
-                      n_mc=200_000, random_state=None):
+def finite_confidence(counts: ArrayLike, T: int, prior: PriorLike = None, label: ArrayLike | None = None, *,
+                      max_terms: int = 2_000_000, n_mc: int = 200_000,
+                      random_state: int | np.random.Generator | None = None) -> NDArray[np.float64]:
     r"""Probability that the full ``T``-member majority equals ``label`` (Eq. 3 of Soto et al. 2016).
 
     The ``T`` members are an urn of coloured marbles; ``counts`` (``t``

@@ -1,9 +1,12 @@
 """The voting engine: query members in order until a rule says stop."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 
 from ._cache import BoundedCache
@@ -63,7 +66,7 @@ class HaltResult:
     stopped: np.ndarray = None
 
     @property
-    def mean_queried(self):
+    def mean_queried(self) -> float:
         """Average number of members queried per row (NaN for no rows).
 
         Examples
@@ -76,7 +79,7 @@ class HaltResult:
         return float(np.mean(self.n_queried)) if len(self.n_queried) else float("nan")
 
     @property
-    def speedup(self):
+    def speedup(self) -> float:
         """``n_members / mean_queried``: the tree-count speed-up.
 
         Examples
@@ -134,7 +137,7 @@ def _check_votes(votes, n_classes):
     return v, int(n_classes)
 
 
-def halt(votes, rule, *, n_classes=None):
+def halt(votes: ArrayLike, rule: HaltingRule, *, n_classes: int | None = None) -> HaltResult:
     """Query each row's members in order and stop as soon as ``rule`` allows.
 
     Parameters

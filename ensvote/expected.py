@@ -6,7 +6,12 @@ the priors themselves come from :mod:`ensvote.priors` or
 :func:`ensvote.uniform_prior`.
 """
 
+from __future__ import annotations
+
+from typing import Literal
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._utils import check_random_state
 from ._validation import _fmt, check_positive_int, check_size
@@ -21,7 +26,10 @@ __all__ = ["expected_queries", "MAX_EXACT_WORK"]
 MAX_EXACT_WORK = 250_000_000
 
 
-def expected_queries(rule, prior, *, method="mc", n_samples=10_000, random_state=None, return_sem=False):
+def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, ArrayLike], *,
+                     method: Literal["mc", "exact"] = "mc", n_samples: int = 10_000,
+                     random_state: int | np.random.Generator | None = None,
+                     return_sem: bool = False) -> float | tuple[float, float]:
     """Expected number of members a rule queries when urns are drawn from ``prior``.
 
     ``method="mc"`` is the Monte Carlo estimate of Soto et al. (2016): draw an urn content

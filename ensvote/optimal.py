@@ -41,20 +41,24 @@ rows (:func:`cross_validated_budget`), so that the disagreement on rows the
 prior was not estimated from meets δ.
 """
 
+from __future__ import annotations
+
 import hashlib
 import math
 import numbers
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from collections.abc import Hashable
+from typing import Literal, NamedTuple
 
 import numpy as np
 from numba import njit
+from numpy.typing import ArrayLike, NDArray
 
 from ._cache import BoundedCache
 from ._utils import check_random_state
 from ._validation import check_positive_int
-from .confidence import check_prior, uniform_prior
+from .confidence import PriorLike, check_prior, uniform_prior
 from .priors import _check_deconvolution_arguments, _VoteMixture, oob_prior
 from .rules import HaltingRule, _prior_key
 
@@ -703,8 +707,10 @@ class OptimalRule(HaltingRule):
     cross_validation = None
 
     @classmethod
-    def from_oob_votes(cls, oob_votes, T, disagreement=0.01, *, n_folds=5, random_state=None, resolution=None,
-                       rtol=0.05, heldout="deconvolved", uniform_rows=UNIFORM_ROWS):
+    def from_oob_votes(cls, oob_votes: ArrayLike, T: int, disagreement: float = 0.01, *, n_folds: int = 5,
+                       random_state: int | np.random.Generator | None = None, resolution: int | None = None,
+                       rtol: float = 0.05, heldout: Literal["deconvolved", "rescaled"] = "deconvolved",
+                       uniform_rows: float = UNIFORM_ROWS) -> OptimalRule:
         """The budget mode from out-of-bag votes: δ met on rows the prior was not estimated from.
 
         The policy is built under :func:`ensvote.priors.deconvolved_oob_prior`
@@ -757,7 +763,8 @@ class OptimalRule(HaltingRule):
         rule.cross_validation = cv
         return rule
 
-    def __init__(self, T, disagreement=None, *, price=None, prior=None, n_classes=None):
+    def __init__(self, T: int, disagreement: float | None = None, *, price: float | None = None,
+                 prior: PriorLike = None, n_classes: int | None = None):
         self.n_members = _check_T(T)
         if disagreement is not None and price is not None:
             raise ValueError("give either disagreement (a budget) or price (λ), not both")
@@ -792,7 +799,7 @@ class OptimalRule(HaltingRule):
         self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
 
     @property
-    def T(self):
+    def T(self) -> int:
         """Size of the full ensemble the policy is built for.
 
         Examples
@@ -814,15 +821,15 @@ class OptimalRule(HaltingRule):
             out["target_disagreement"] = self.target_disagreement
         return out
 
-    def prepare(self, n_members, n_classes):
+    def prepare(self, n_members: int | None, n_classes: int | None) -> None:
         super().prepare(n_members, n_classes)
         if n_classes is not None and n_classes != self.n_classes:
             raise ValueError(f"the rule was built for {self.n_classes} classes, the votes have {n_classes}")
 
-    def table_key(self, n_classes):
+    def table_key(self, n_classes: int) -> Hashable | None:
         return (type(self), self.n_members, self.n_classes, self._key)
 
-    def table(self):
+    def table(self) -> NDArray[np.bool_]:
         """The stop decision for every vote vector, a boolean array of shape ``(T + 1,) * l``.
 
         Entries with more than ``T`` votes are False (never looked up).
@@ -836,10 +843,10 @@ class OptimalRule(HaltingRule):
         """
         return self._table.copy()
 
-    def decide(self, t):
+    def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         return self._table[tuple(np.moveaxis(t, -1, 0))]
 
-    def stop_probability(self, counts):
+    def stop_probability(self, counts: ArrayLike) -> NDArray[np.float64]:
         """Stop probability of the exact (randomised) optimum at these counts.
 
         1.0 where the tabulated rule stops, 0.0 where it goes on, except at
@@ -1074,7 +1081,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
 
 
 # --------------------------------------------------------------------------
-def policy_value(rule, prior, *, n_classes=None):
+def policy_value(rule: HaltingRule, prior: PriorLike, *, n_classes: int | None = None) -> PolicyValue:
     """Expected members queried and expected disagreement of a rule under the urn model.
 
     Urn contents are drawn from ``prior``, their ``T`` votes come in random

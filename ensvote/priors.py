@@ -8,10 +8,14 @@ instead of rescaling and smoothing, for the budget mode of
 The expected number of members a rule queries under a prior is in :mod:`ensvote.expected`.
 """
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._validation import MAX_ENTRIES, _fmt, check_counts, check_positive_int, power_exceeds
+from .manyclass import PairPrior
 
 __all__ = ["oob_prior", "deconvolved_oob_prior", "smooth_moving_average"]
 
@@ -79,7 +83,8 @@ def _check_oob_arguments(oob_votes, T, window):
     return v, T, window
 
 
-def oob_prior(oob_votes, T, *, window=5):
+def oob_prior(oob_votes: ArrayLike, T: int, *,
+              window: int = 5) -> NDArray[np.float64] | tuple[NDArray[np.int64], NDArray[np.float64]] | PairPrior:
     """The non-parametric prior P(T) of Soto et al. (2016) from out-of-bag votes (HYPER).
 
     For each training row with at least one out-of-bag vote, its out-of-bag

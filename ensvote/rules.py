@@ -22,15 +22,20 @@ Every finite rule also stops once all ``T`` members have voted.  A stop needs
 at least one vote.  Confidence must be strictly greater than the threshold.
 """
 
+from __future__ import annotations
+
 import hashlib
+from collections.abc import Hashable
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._cache import BoundedCache
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
                           check_size, power_exceeds)
-from .confidence import _prior_argument, check_prior, finite_confidence, infinite_confidence
+from .confidence import PriorLike, _prior_argument, check_prior, finite_confidence, infinite_confidence
 from .manyclass import PairPrior, _check_size, pair_table, urn_confidence_exact
 
 __all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "make_rule"]
@@ -103,7 +108,7 @@ class HaltingRule:
     #: Size of the ensemble the rule is built for (``None``: any size).
     n_members = None
 
-    def stop(self, counts):
+    def stop(self, counts: ArrayLike) -> NDArray[np.bool_]:
         """Whether the vote may stop at these counts (validated; see :meth:`decide`).
 
         Parameters
@@ -128,7 +133,7 @@ class HaltingRule:
         self.prepare(self.n_members, t.shape[-1])
         return self.decide(t) & (s > 0)
 
-    def decide(self, counts):
+    def decide(self, counts: NDArray[np.int64]) -> NDArray[np.bool_]:
         """True where the vote may stop at ``counts`` (int64, shape ``(..., l)``, validated).
 
         The one method a rule must implement (see the class docstring).
@@ -152,7 +157,7 @@ class HaltingRule:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement decide(counts)")
 
-    def prepare(self, n_members, n_classes):
+    def prepare(self, n_members: int | None, n_classes: int | None) -> None:
         """Check compatibility with an ensemble of ``n_members`` and build tables (idempotent).
 
         Parameters
@@ -182,7 +187,7 @@ class HaltingRule:
                 f"but the ensemble has {n_members}"
             )
 
-    def table_key(self, n_classes):
+    def table_key(self, n_classes: int) -> Hashable | None:
         """Hashable identity of the stop decision, for cached stop tables.
 
         ``None`` (the default) means: do not tabulate, call :meth:`decide`
@@ -275,13 +280,13 @@ class InfiniteRule(HaltingRule):
     (15.435, True)
     """
 
-    def __init__(self, confidence=0.99):
+    def __init__(self, confidence: float = 0.99):
         self.confidence = check_probability(confidence, name="confidence")
 
     def _params(self):
         return {"confidence": self.confidence}
 
-    def t_star(self, t_max):
+    def t_star(self, t_max: int) -> NDArray[np.int64]:
         """The table t*(t; π): fewest majority votes out of ``t`` that allow a stop.
 
         Parameters
@@ -313,11 +318,11 @@ class InfiniteRule(HaltingRule):
                                    why="MAX_T_STAR, the largest table built")
         return _t_star_table(self.confidence, t_max)[: t_max + 1].copy()
 
-    def table_key(self, n_classes):
+    def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.confidence)
 
-    def confidence_of(self, counts):
+    def confidence_of(self, counts: ArrayLike) -> NDArray[np.float64]:
         """L(y*|t) for the current majority (see :func:`infinite_confidence`).
 
         Parameters
@@ -338,7 +343,7 @@ class InfiniteRule(HaltingRule):
         """
         return infinite_confidence(counts)
 
-    def decide(self, t):
+    def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         s = t.sum(axis=-1)
         big = s > MAX_T_STAR
@@ -499,7 +504,8 @@ class UrnRule(HaltingRule):
     (13.511, True)
     """
 
-    def __init__(self, T, confidence=0.99, prior=None, *, method="auto"):
+    def __init__(self, T: int, confidence: float = 0.99, prior: PriorLike | PairPrior = None, *,
+                 method: Literal["auto", "exact", "bound"] = "auto"):
         self.n_members = check_positive_int(T, name="T", maximum=MAX_T,
                                             why="the confidences cost time proportional to T")
         self.confidence = check_probability(confidence, name="confidence")
@@ -531,7 +537,7 @@ class UrnRule(HaltingRule):
         self._memo = {}
 
     @property
-    def T(self):
+    def T(self) -> int:
         """Size of the full ensemble the rule is built for (the same as :attr:`n_members`).
 
         Examples
@@ -549,7 +555,7 @@ class UrnRule(HaltingRule):
             out["method"] = self.method
         return out
 
-    def prepare(self, n_members, n_classes):
+    def prepare(self, n_members: int | None, n_classes: int | None) -> None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         super().prepare(n_members, n_classes)
         if n_classes is not None and self.n_classes is not None and n_classes != self.n_classes:
@@ -590,7 +596,7 @@ class UrnRule(HaltingRule):
         p = uniform_prior(self.n_members, l)
         return check_prior(p, self.n_members)
 
-    def table(self, n_classes=2):
+    def table(self, n_classes: int = 2) -> NDArray[np.float64] | None:
         """The dense table of P*(t, T) for the current majority, or ``None``.
 
         ``None`` when the table would exceed ``MAX_DENSE_TABLE`` entries or the
@@ -634,7 +640,7 @@ class UrnRule(HaltingRule):
             _URN_TABLES[key] = tab
         return tab
 
-    def lookup_table(self):
+    def lookup_table(self) -> NDArray[np.int64]:
         """The per-class tables of Soto et al. (2016) for two classes.
 
         Returns
@@ -674,7 +680,7 @@ class UrnRule(HaltingRule):
                     need[c, m] = xs[np.argmax(ok)]
         return need
 
-    def table_key(self, n_classes):
+    def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         T = self.n_members
         if power_exceeds(T + 1, n_classes, MAX_DENSE_TABLE):
@@ -684,7 +690,7 @@ class UrnRule(HaltingRule):
             prior = ("bound", None if self._pair_prior is None else self._pair_prior.key)
         return (type(self), T, self.confidence, prior)
 
-    def confidence_of(self, counts):
+    def confidence_of(self, counts: ArrayLike) -> NDArray[np.float64]:
         """P*(t, T) of the current majority (table look-up where available).
 
         Parameters
@@ -741,7 +747,7 @@ class UrnRule(HaltingRule):
                 self._memo[uniq[r].tobytes()] = float(v)
         return vals[inv.reshape(-1)].reshape(t.shape[:-1])
 
-    def decide(self, t):
+    def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         conf = self._confidence(t)
         return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
@@ -770,18 +776,18 @@ class ExactRule(HaltingRule):
     array([ True, False, False])
     """
 
-    def __init__(self, T):
+    def __init__(self, T: int):
         self.n_members = check_positive_int(T, name="T", maximum=MAX_COUNT - 1,
                                             why="votes must be counted exactly")
 
     def _params(self):
         return {"T": self.n_members}
 
-    def table_key(self, n_classes):
+    def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.n_members)
 
-    def confidence_of(self, counts):
+    def confidence_of(self, counts: ArrayLike) -> NDArray[np.float64]:
         """1.0 where the outcome is already decided, else 0.0.
 
         Parameters
@@ -803,7 +809,7 @@ class ExactRule(HaltingRule):
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         return self.decide(t).astype(float)
 
-    def decide(self, t):
+    def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         R = self.n_members - t.sum(axis=-1)
         c = np.argmax(t, axis=-1)
@@ -835,22 +841,22 @@ class FixedRule(HaltingRule):
     (array([3, 3]), array([1, 1]))
     """
 
-    def __init__(self, n):
+    def __init__(self, n: int):
         self.n = check_positive_int(n, name="n")
 
     def _params(self):
         return {"n": self.n}
 
-    def prepare(self, n_members, n_classes):
+    def prepare(self, n_members: int | None, n_classes: int | None) -> None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         if n_members is not None and self.n > n_members:
             raise ValueError(f"FixedRule n={self.n} must lie in 1..T, but the ensemble has T={n_members} members")
 
-    def table_key(self, n_classes):
+    def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.n)
 
-    def decide(self, t):
+    def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return t.sum(axis=-1) >= self.n
 

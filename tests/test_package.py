@@ -88,3 +88,39 @@ def test_one_version_everywhere():
     intro = (ROOT / "book" / "intro.md").read_text()
     assert f"version      = {{{version}}}" in intro and f"version {version}}}" in intro
     assert f"## {version} " in (ROOT / "CHANGELOG.md").read_text()
+
+
+def _untyped(name, f):
+    import inspect
+
+    try:
+        sig = inspect.signature(f)
+    except (TypeError, ValueError):
+        return []
+    out = [f"{name}({p.name})" for p in sig.parameters.values()
+           if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+    if sig.return_annotation is inspect.Signature.empty and not name.endswith("__init__"):
+        out.append(f"{name} -> ?")
+    return out
+
+
+def test_public_api_is_typed():
+    """py.typed promises hints: every public function, and every public method of a public class, has them."""
+    import inspect
+
+    import ensvote
+
+    missing = []
+    for n in ensvote.__all__:
+        obj = getattr(ensvote, n)
+        if inspect.isclass(obj):
+            for m, f in vars(obj).items():
+                if m.startswith("_") and m != "__init__":
+                    continue
+                f = f.__func__ if isinstance(f, (staticmethod, classmethod)) else f
+                f = f.fget if isinstance(f, property) else f
+                if callable(f):
+                    missing += _untyped(f"{n}.{m}", f)
+        elif callable(obj):
+            missing += _untyped(n, obj)
+    assert not missing, missing
