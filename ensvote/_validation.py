@@ -1,5 +1,6 @@
 """Input validation shared by the public functions (scikit-learn style helpers)."""
 
+import math
 import numbers
 
 import numpy as np
@@ -106,6 +107,16 @@ def check_probability(value, *, name="confidence"):
     value = float(value)
     if not 0.0 < value < 1.0:
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {value}")
+    return value
+
+
+def check_nonnegative_float(value, *, name):
+    """A finite real number ``>= 0``, as a float (TypeError for a non-number, ValueError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a non-negative real number, got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and value >= 0.0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
     return value
 
 

@@ -35,7 +35,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, special, stats
 
 from ._utils import check_random_state
-from ._validation import MAX_ENTRIES, MAX_T, check_counts, check_label, check_positive_int, check_size
+from ._validation import (MAX_ENTRIES, MAX_T, check_counts, check_label, check_nonnegative_float, check_positive_int,
+                          check_size)
 
 #: What a ``prior`` argument may be: None or "uniform", ``P(T_0 = k)`` for two classes, ``(support, probs)``
 #: (see :func:`check_prior`).
@@ -169,8 +170,9 @@ def infinite_confidence_exact(counts: ArrayLike, label: ArrayLike | None = None,
     counts : array_like of int, shape (..., l)
     label : int or array_like of int, optional
         Class of interest; default the current majority.
-    epsabs, epsrel : float
-        Tolerances passed to :func:`scipy.integrate.quad`.
+    epsabs, epsrel : float >= 0
+        Tolerances passed to :func:`scipy.integrate.quad` (finite; with
+        ``epsabs=0``, ``epsrel`` must be at least ``50 * machine epsilon``).
 
     Returns
     -------
@@ -180,7 +182,8 @@ def infinite_confidence_exact(counts: ArrayLike, label: ArrayLike | None = None,
     Raises
     ------
     ValueError, TypeError
-        Bad counts or label (as for :func:`infinite_confidence`).
+        Bad counts or label (as for :func:`infinite_confidence`), or bad
+        tolerances.
 
     Examples
     --------
@@ -194,6 +197,11 @@ def infinite_confidence_exact(counts: ArrayLike, label: ArrayLike | None = None,
     >>> float(np.round(infinite_confidence_exact([6, 2, 1]), 4))
     0.8861
     """
+    epsabs = check_nonnegative_float(epsabs, name="epsabs")
+    epsrel = check_nonnegative_float(epsrel, name="epsrel")
+    if epsabs == 0.0 and epsrel < 50 * np.finfo(float).eps:
+        raise ValueError(f"with epsabs=0, epsrel must be at least 50 * machine epsilon ({50 * np.finfo(float).eps:.1e}) "
+                         f"for the quadrature to reach it, got {epsrel}")
     t = check_counts(counts)
     i = _label_or_majority(t, label)
     flat_t = t.reshape(-1, t.shape[-1])

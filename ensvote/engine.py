@@ -11,7 +11,7 @@ from scipy import sparse
 
 from ._cache import BoundedCache
 from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, power_exceeds
-from .rules import HaltingRule
+from .rules import HaltingRule, decided
 
 __all__ = ["HaltResult", "StopTable", "TreeEnsemble", "halt", "label_table", "run_halting", "stop_table"]
 
@@ -292,7 +292,7 @@ def stop_table(rule, n_members, n_classes):
         states = np.column_stack([states[rows], offs])
     states = states[states.sum(axis=1) > 0]
     table = np.zeros(2 * (T + 1) ** l, dtype=bool)
-    stops = np.asarray(rule.decide(states), dtype=bool)
+    stops = decided(rule, states)
     table[states @ stride.astype(np.int64)] = stops
     stops_at = np.zeros(T + 1, dtype=bool)
     stops_at[states[stops].sum(axis=1)] = True
@@ -523,7 +523,7 @@ def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max
         stop = start + width
         v = np.asarray(fetch(active, start, stop), dtype=np.int64)
         cum = np.cumsum(v[:, :, None] == classes, axis=1) + counts[active][:, None, :]
-        halted = rule.decide(cum)
+        halted = decided(rule, cum)
         if stop == n_members:
             stopped[active[halted[:, -1]]] = True  # the rule's own call at the last member
             halted[:, -1] = True

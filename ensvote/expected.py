@@ -17,7 +17,7 @@ from ._utils import check_random_state
 from ._validation import _fmt, check_positive_int, check_size
 from .confidence import check_prior
 from .engine import run_halting
-from .rules import HaltingRule
+from .rules import HaltingRule, decided
 
 __all__ = ["expected_queries", "MAX_EXACT_WORK"]
 
@@ -170,7 +170,7 @@ def _expected_queries_exact_binary(rule, k_values, probs, T):
         nxt[:, 1:] += alive * p0
         nxt[:, :-1] += alive * p1
         states = np.column_stack([np.arange(s + 2), s + 1 - np.arange(s + 2)])
-        stops = rule.decide(states)
+        stops = decided(rule, states)
         nxt[:, stops] = 0.0
         alive = nxt
         expected += alive.sum(axis=1)

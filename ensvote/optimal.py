@@ -57,10 +57,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._cache import BoundedCache
 from ._utils import check_random_state
-from ._validation import check_positive_int
+from ._validation import check_nonnegative_float, check_positive_int
 from .confidence import PriorLike, check_prior, uniform_prior
 from .priors import _check_deconvolution_arguments, _VoteMixture, oob_prior
-from .rules import HaltingRule, _prior_key
+from .rules import HaltingRule, _prior_key, decided
 
 __all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
            "MAX_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
@@ -118,15 +118,6 @@ def check_budget(value, *, name="disagreement"):
         raise ValueError(f"{name} must be a number in (0, 0.5), got NaN")
     if not 0.0 < value < 0.5:
         raise ValueError(f"{name} must lie strictly between 0 and 0.5, got {value}")
-    return value
-
-
-def _check_price(value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"price must be a non-negative real number, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0.0):
-        raise ValueError(f"price must be a finite number >= 0, got {value}")
     return value
 
 
@@ -772,7 +763,7 @@ class OptimalRule(HaltingRule):
             self.disagreement = check_budget(0.01 if disagreement is None else disagreement)
         else:
             self.disagreement = None
-            price = _check_price(price)
+            price = check_nonnegative_float(price, name="price")
         self.prior = prior
         support, probs, l = _resolve_prior(prior, self.n_members, n_classes)
         self.n_classes = l
@@ -1139,6 +1130,6 @@ def policy_value(rule: HaltingRule, prior: PriorLike, *, n_classes: int | None =
         mask = np.zeros(ok.shape, dtype=bool)
         # the level's vote vectors: valid counts summing to s >= 1, so rule.stop() would only check them
         states = np.ascontiguousarray(np.stack([f[ok] for f in full], axis=-1), dtype=np.int64)
-        mask[ok] = rule.decide(states) | (s == T)
+        mask[ok] = decided(rule, states) | (s == T)
         levels.append(mask)
     return model.evaluate(model.pad(levels))

@@ -53,6 +53,25 @@ MAX_EXACT_WORK = 5_000_000
 MAX_T_STAR = 10**5
 
 
+def decided(rule: HaltingRule, counts: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """``rule.decide(counts)``, checked against the protocol: a boolean array of shape ``counts.shape[:-1]``.
+
+    A custom rule that returns ``True``, ``None``, floats or another shape gets a
+    TypeError / ValueError naming the rule, instead of an error deep in the
+    engine or, for floats, silently wrong stops.
+    """
+    out = rule.decide(counts)
+    want = counts.shape[:-1]
+    if not isinstance(out, (np.ndarray, np.bool_, bool)) or np.asarray(out).dtype != np.bool_:
+        got = f"an array of dtype {out.dtype}" if isinstance(out, np.ndarray) else type(out).__name__
+        raise TypeError(f"{type(rule).__name__}.decide must return a boolean numpy array of shape {want}, got {got}")
+    out = np.asarray(out)
+    if out.shape != want:
+        raise ValueError(f"{type(rule).__name__}.decide must return one decision per vote vector, shape {want}, "
+                         f"got shape {out.shape}")
+    return out
+
+
 class HaltingRule:
     """Base class of the halting rules; subclass it for a rule of your own.
 
@@ -131,7 +150,7 @@ class HaltingRule:
                          max_sum_desc=f"the rule's ensemble size T={self.n_members}")
         s = t.sum(axis=-1)
         self.prepare(self.n_members, t.shape[-1])
-        return self.decide(t) & (s > 0)
+        return decided(self, t) & (s > 0)
 
     def decide(self, counts: NDArray[np.int64]) -> NDArray[np.bool_]:
         """True where the vote may stop at ``counts`` (int64, shape ``(..., l)``, validated).

@@ -464,3 +464,43 @@ def test_oob_votes_of_other_rows_are_refused(rows):
     with pytest.raises(ValueError, match=f"training data passed to fit \\(200 rows\\): X has {rows} rows"):
         clf.oob_votes(np.resize(X, (rows, 6)))
     assert (clf.oob_votes(X) == clf.oob_votes_).all()
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    ({"epsabs": -1}, ValueError, "epsabs must be a finite number >= 0"),
+    ({"epsabs": float("nan")}, ValueError, "epsabs must be a finite number >= 0"),
+    ({"epsrel": float("inf")}, ValueError, "epsrel must be a finite number >= 0"),
+    ({"epsrel": "1e-9"}, TypeError, "epsrel must be a non-negative real number"),
+    ({"epsabs": 0, "epsrel": 1e-20}, ValueError, "with epsabs=0, epsrel must be at least"),
+])
+def test_infinite_confidence_exact_tolerances(kw, err, match):
+    """epsabs=-1 or NaN was accepted (#40 item 8)."""
+    with pytest.raises(err, match=match):
+        ev.infinite_confidence_exact([6, 2, 1], **kw)
+    assert ev.infinite_confidence_exact([6, 2, 1], epsabs=0, epsrel=1e-9) == pytest.approx(0.8861, abs=1e-4)
+
+
+class _Returns(ev.HaltingRule):
+    """A custom rule whose decide returns what it is given (a function of the counts)."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def decide(self, counts):
+        return self.f(counts)
+
+
+@pytest.mark.parametrize("f, err, match", [
+    (lambda c: True, ValueError, "_Returns.decide must return one decision per vote vector, shape \\(6, 4\\), got "),
+    (lambda c: None, TypeError, "_Returns.decide must return a boolean numpy array of shape \\(6, 4\\), got NoneType"),
+    (lambda c: (c.sum(-1) >= 3).astype(float), TypeError, "got an array of dtype float64"),
+    (lambda c: (c.sum(-1) >= 3)[..., None], ValueError, "one decision per vote vector, shape \\(6, 4\\)"),
+])
+def test_the_decide_contract_is_checked(f, err, match):
+    """True/None gave AttributeError, a wrong shape AxisError, floats silently wrong stops (#40 item 8)."""
+    votes = np.random.default_rng(0).integers(0, 2, size=(6, 11))
+    with pytest.raises(err, match=match):
+        ev.halt(votes, _Returns(f))
+    with pytest.raises(err):
+        _Returns(f).stop(np.array([[2, 1], [3, 0]]))
+    assert ev.halt(votes, _Returns(lambda c: c.sum(-1) >= 3)).n_queried.max() == 3
