@@ -43,7 +43,7 @@ __version__ = "0.2.0"
 
 
 #: Submodules reached as attributes on first use (``ensvote.datasets.load("pima")`` after ``import ensvote``);
-#: they need the ``experiments`` extra (pandas, tqdm, Dask).
+#: they need the ``experiments`` extra (``_utils.EXPERIMENTS_EXTRA``).
 _LAZY_MODULES = ("datasets", "experiments")
 
 

@@ -894,10 +894,10 @@ def _votes_key(v):
 
 
 def _check_uniform_rows(uniform_rows):
-    if isinstance(uniform_rows, bool) or not isinstance(uniform_rows, numbers.Real) \
-            or not math.isfinite(uniform_rows) or uniform_rows < 0:
-        raise ValueError(f"uniform_rows must be a finite number >= 0, got {uniform_rows!r}")
-    return float(uniform_rows)
+    try:
+        return check_nonnegative_float(uniform_rows, name="uniform_rows")
+    except TypeError:  # a ValueError here, as this option has always raised
+        raise ValueError(f"uniform_rows must be a finite number >= 0, got {uniform_rows!r}") from None
 
 
 def _with_uniform(mix, n_rows, T, uniform_rows):

@@ -16,10 +16,9 @@ parameters its path and profile say.
 Canonical JSON has sorted keys, no spaces, no NaN, and every float rounded to
 :data:`RECORD_DIGITS` significant digits.  Floating-point results differ across
 CPUs in their last bits (numpy's and OpenBLAS's SIMD kernels, numba's target);
-rounded, the same task writes the same bytes on any x86-64 machine, so shards
-computed on different machines aggregate to the same tables.  (A value whose
-last-bit noise straddles a rounding boundary would still differ: at a relative
-noise of 1e-15, about one value in 10^6.)
+rounded (:func:`ensvote._utils.significant`, which says when they still
+differ), the same task writes the same bytes on any x86-64 machine, so shards
+computed on different machines aggregate to the same tables.
 """
 
 import gzip
@@ -218,11 +217,9 @@ def read_record(path, task=None):
             raise ValueError(f"{st.st_size:,} bytes, more than a record can be ({_MAX_FILE_BYTES:,})")
         try:
             with open(path, "rb") as fh:
-                raw = fh.read(_MAX_FILE_BYTES + 1)
+                raw = fh.read(_MAX_FILE_BYTES)  # bounded even if the file grew since stat
         except OSError as exc:
             raise ValueError(f"cannot be read ({exc.strerror or exc})") from None
-        if len(raw) > _MAX_FILE_BYTES:
-            raise ValueError(f"more than a record can be ({_MAX_FILE_BYTES:,} bytes)")
         rec = _decode(raw)
         check_record(rec, task)
     except ValueError as exc:
