@@ -18,7 +18,7 @@ from ._validation import check_probability
 from .engine import HaltResult, TreeEnsemble
 from .optimal import OptimalRule, check_budget, check_classes
 from .priors import oob_prior
-from .rules import HaltingRule, UrnRule, make_rule
+from .rules import RULE_NAMES, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
 
@@ -240,7 +240,23 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         >>> clf.rule_, clf.n_members_, clf.classes_
         (InfiniteRule(confidence=0.99), 31, array([0, 1]))
         """
-        self.__dict__.pop("_ensemble", None)  # set again by a fit that gets that far
+        self._forget_fit()
+        est = self._checked_params()
+        try:
+            return self._fit(est, X, y, **fit_params)
+        except BaseException:  # never a half-fitted object: a failed fit leaves it unfitted
+            self._forget_fit()
+            raise
+
+    def _forget_fit(self):
+        """Remove every fitted attribute (``predict`` then raises NotFittedError)."""
+        for name in [k for k in self.__dict__ if k.endswith("_") and not k.startswith("__")]:
+            del self.__dict__[name]
+        for name in ("_ensemble", "_n_fit_rows"):
+            self.__dict__.pop(name, None)
+
+    def _checked_params(self):
+        """Validate every parameter before the forest is touched; return the ensemble to clone."""
         est = self.estimator
         if est is None:
             est = RandomForestClassifier(n_estimators=101, random_state=SEED)
@@ -249,19 +265,26 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 "estimator must be a voting ensemble: RandomForestClassifier, ExtraTreesClassifier "
                 f"or BaggingClassifier; got {type(est).__name__}"
             )
+        names = (*RULE_NAMES, "optimal")
         if not isinstance(self.rule, (str, HaltingRule)):
-            raise TypeError(
-                f"rule must be 'urn', 'infinite', 'exact', 'optimal' or a HaltingRule, got {self.rule!r}")
+            raise TypeError(f"rule must be one of {', '.join(map(repr, names))} or a HaltingRule, got {self.rule!r}")
+        if isinstance(self.rule, str) and self.rule not in names:
+            raise ValueError(f"unknown rule {self.rule!r}; valid names: {', '.join(names)} (or pass a HaltingRule)")
+        if isinstance(self.prior, str) and self.prior not in ("auto", "oob", "uniform"):
+            raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {self.prior!r}")
         check_probability(self.confidence, name="confidence")
         kernel.resolve_n_jobs(self.n_jobs)  # a bad n_jobs fails here
-        budget_mode = isinstance(self.rule, str) and self.rule == "optimal"
-        if budget_mode:
+        if isinstance(self.rule, str) and self.rule == "optimal":
             if self.disagreement is None:
                 raise ValueError("rule='optimal' needs a budget: pass disagreement=δ, e.g. disagreement=0.01")
             check_budget(self.disagreement, name="disagreement")
         elif self.disagreement is not None:
             raise ValueError(
                 f"disagreement is the budget of rule='optimal'; rule={self.rule!r} takes confidence instead")
+        return est
+
+    def _fit(self, est, X, y, **fit_params):
+        budget_mode = isinstance(self.rule, str) and self.rule == "optimal"
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", accept_sparse=["csr", "csc"])
         check_classification_targets(y)
         if len(np.unique(y)) < 2:

@@ -880,7 +880,7 @@ class FixedRule(HaltingRule):
         return t.sum(axis=-1) >= self.n
 
 
-_RULE_NAMES = ("urn", "infinite", "exact")
+RULE_NAMES = ("urn", "infinite", "exact")
 
 
 def make_rule(rule, *, n_members, confidence=0.99, prior=None):
@@ -926,12 +926,12 @@ def make_rule(rule, *, n_members, confidence=0.99, prior=None):
         rule.prepare(n_members, None)
         return rule
     if not isinstance(rule, str):
-        raise TypeError(f"rule must be one of {_RULE_NAMES} or a HaltingRule, got {rule!r}")
+        raise TypeError(f"rule must be one of {RULE_NAMES} or a HaltingRule, got {rule!r}")
     if rule == "urn":
         return UrnRule(n_members, confidence, prior=prior)
     if rule == "infinite":
         return InfiniteRule(confidence)
     if rule == "exact":
         return ExactRule(n_members)
-    raise ValueError(f"unknown rule {rule!r}; valid names: {', '.join(_RULE_NAMES)} (or pass a HaltingRule)")
+    raise ValueError(f"unknown rule {rule!r}; valid names: {', '.join(RULE_NAMES)} (or pass a HaltingRule)")
 

@@ -189,6 +189,49 @@ def test_bad_rule_and_prior_names():
         ev.HaltingClassifier(RandomForestClassifier(n_estimators=5), confidence=1.0).fit(X, y)
 
 
+class _CountingForest(RandomForestClassifier):
+    """A forest that counts its fits (class attribute: clones share it)."""
+
+    fits = 0
+
+    def fit(self, X, y, **kw):
+        type(self).fits += 1
+        return super().fit(X, y, **kw)
+
+
+@pytest.mark.parametrize("params, exc, match", [
+    (dict(confidence=2.0), ValueError, "strictly between"),
+    (dict(rule="nope"), ValueError, "valid names: urn, infinite, exact, optimal"),
+    (dict(rule=3), TypeError, "rule must be one of"),
+    (dict(prior="flat"), ValueError, "prior must be"),
+    (dict(rule="optimal"), ValueError, "needs a budget"),
+    (dict(rule="optimal", disagreement=2.0), ValueError, "disagreement"),
+    (dict(disagreement=0.01), ValueError, "takes confidence instead"),
+    (dict(n_jobs=0), ValueError, "n_jobs"),
+], ids=lambda v: str(v) if isinstance(v, dict) else "")
+def test_bad_parameters_fail_before_the_forest_and_leave_no_fit(params, exc, match):
+    X, y = make_classification(60, 4, random_state=0)
+    clf = ev.HaltingClassifier(_CountingForest(n_estimators=5, random_state=0)).fit(X, y)
+    assert clf.predict(X[:2]).shape == (2,)
+    fits = _CountingForest.fits
+    with pytest.raises(exc, match=match):
+        clf.set_params(**params).fit(X, y)
+    assert _CountingForest.fits == fits  # refused before the forest was refitted
+    for method in (clf.predict, clf.halt, clf.predict_proba, clf.member_votes):
+        with pytest.raises(NotFittedError):  # not the old fit paired with the new parameters
+            method(X[:2])
+
+
+def test_a_fit_failing_after_the_forest_leaves_no_fit():
+    X, y = make_classification(60, 4, random_state=0)
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=5, random_state=0)).fit(X, y)
+    with pytest.raises(ValueError):  # a prior over three classes for a two-class problem: found after the forest
+        clf.set_params(prior=np.full((6, 3), 1 / 3)).fit(X, y)
+    assert not [k for k in vars(clf) if k.endswith("_") and not k.startswith("__")]
+    with pytest.raises(NotFittedError):
+        clf.predict(X[:2])
+
+
 def test_oob_prior_needs_out_of_bag_rows():
     X, y = make_classification(60, 4, random_state=0)
     with pytest.raises(ValueError, match="out-of-bag"):
