@@ -37,7 +37,7 @@ from .engine import HaltResult, halt
 from .expected import expected_queries
 from .optimal import OptimalRule, policy_value
 from .priors import oob_prior
-from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, UrnRule
+from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, SlowVoteWarning, UrnRule
 
 __version__ = "0.2.0"
 
@@ -73,6 +73,7 @@ __all__ = [
     "UrnRule",
     "ExactRule",
     "FixedRule",
+    "SlowVoteWarning",
     "cache_info",
     "clear_caches",
     "compositions",

@@ -462,13 +462,17 @@ def _prior_probs(values):
     return probs
 
 
-def _log_binom(n, k):
-    """log C(n, k), -inf where k > n (n, k non-negative integer arrays)."""
-    n = np.asarray(n, dtype=float)
-    k = np.asarray(k, dtype=float)
-    with np.errstate(invalid="ignore"):
-        out = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
-    return np.where(k <= n, out, -np.inf)
+def _log_binom(n, k, log_fact):
+    """log C(n, k), -inf where k > n (n, k non-negative integer arrays).
+
+    ``log_fact[m] = gammaln(m + 1)`` for ``m`` up to ``max(n)``: gathered, not
+    recomputed (the same numbers, several times faster).
+    """
+    n = np.asarray(n, dtype=np.int64)
+    k = np.asarray(k, dtype=np.int64)
+    ok = k <= n
+    out = log_fact[n] - log_fact[k] - log_fact[np.where(ok, n - k, 0)]
+    return np.where(ok, out, -np.inf)
 
 
 def _ratio_from_logs(log_num, log_rest):
@@ -631,12 +635,13 @@ def _finite_with_prior(t, i, support, probs):
     with np.errstate(divide="ignore"):
         logp = np.log(probs)
     final = np.argmax(support, axis=1)
+    log_fact = special.gammaln(np.arange(int(max(support.max(initial=0), flat_t.max(initial=0))) + 1) + 1.0)
     out = np.empty(len(flat_t))
     chunk = max(1, 4_000_000 // max(1, support.size))
     for start in range(0, len(flat_t), chunk):
         tt = flat_t[start:start + chunk]
         ii = flat_i[start:start + chunk]
-        logw = logp[None, :] + np.sum(_log_binom(support[None, :, :], tt[:, None, :]), axis=2)
+        logw = logp[None, :] + np.sum(_log_binom(support[None, :, :], tt[:, None, :], log_fact), axis=2)
         win = final[None, :] == ii[:, None]
         num = special.logsumexp(np.where(win, logw, -np.inf), axis=1)
         rest = special.logsumexp(np.where(win, -np.inf, logw), axis=1)

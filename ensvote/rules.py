@@ -38,7 +38,7 @@ from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, ch
 from .confidence import PriorLike, _prior_argument, check_prior, finite_confidence, infinite_confidence
 from .manyclass import PairPrior, _check_size, pair_table, urn_confidence_exact
 
-__all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "make_rule"]
+__all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "make_rule", "SlowVoteWarning"]
 
 #: Largest dense confidence table (number of entries, ``(T + 1) ** l``) an
 #: :class:`UrnRule` builds; beyond it confidences are computed on demand.
@@ -51,6 +51,29 @@ MAX_EXACT_WORK = 5_000_000
 #: (a second or two to build); beyond it the confidence is evaluated directly
 #: (cost per row, not per vote).
 MAX_T_STAR = 10**5
+#: Largest ``T`` for which a two-class :class:`UrnRule` beyond the dense table
+#: stores its stop decisions for every vote vector (one bit each, built at
+#: ``prepare`` by the same backward induction, ``O(T^2)``: 2.5 s at T = 5,001,
+#: 11 s at the limit); beyond it confidences are computed on demand.
+MAX_STOP_BITS_T = 10_000
+#: Confidences this close to the threshold are recomputed with
+#: :func:`ensvote.finite_confidence` when stop decisions are tabulated beyond the
+#: dense table, so that a stop is ``finite_confidence(t) > α`` exactly.
+_NEAR_THRESHOLD = 1e-9
+
+
+class SlowVoteWarning(UserWarning):
+    """A rule that computes its decisions on demand, slowly (see :meth:`UrnRule.on_demand_warning`).
+
+    Raised as a warning at ``fit`` by :class:`ensvote.HaltingClassifier`;
+    filter it with ``warnings.simplefilter("ignore", SlowVoteWarning)``.
+
+    Examples
+    --------
+    >>> from ensvote import SlowVoteWarning, UrnRule
+    >>> isinstance(UrnRule(T=20_001).on_demand_warning(2), SlowVoteWarning)
+    True
+    """
 
 
 def decided(rule: HaltingRule, counts: NDArray[np.int64]) -> NDArray[np.bool_]:
@@ -386,6 +409,29 @@ class InfiniteRule(HaltingRule):
 _URN_TABLES = BoundedCache("urn confidence tables", 16)
 
 
+def _urn_stop_bits(T, support, probs, alpha):
+    """Two classes: whether the urn rule stops at each vote vector, one bit per vector (see :func:`_urn_levels`).
+
+    Bit ``s (s + 1) / 2 + t_0`` of the packed array is the stop of ``(t_0, s - t_0)``:
+    ``P*(t, T) > α`` or ``s == T``.  Confidences within ``_NEAR_THRESHOLD`` of
+    α are recomputed with :func:`ensvote.finite_confidence` (the on-demand
+    formula), so the bits are exactly the on-demand decisions.
+    """
+    stop = np.zeros((T + 1) * (T + 2) // 2, dtype=bool)
+    near = []
+    for s, (t0, _), conf in _urn_levels(T, 2, support, probs):
+        with np.errstate(invalid="ignore"):
+            stop[s * (s + 1) // 2 + t0] = (conf > alpha) | (s == T)
+            close = np.abs(conf - alpha) <= _NEAR_THRESHOLD
+        if s < T and close.any():
+            near.append(np.column_stack([t0[close], s - t0[close]]))
+    if near:
+        t = np.concatenate(near)
+        s = t.sum(axis=1)
+        stop[s * (s + 1) // 2 + t[:, 0]] = finite_confidence(t, T, prior=(support, probs)) > alpha
+    return np.packbits(stop)
+
+
 def _prior_key(support, probs):
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(support, dtype=np.int64).tobytes())
@@ -393,19 +439,20 @@ def _prior_key(support, probs):
     return h.hexdigest()
 
 
-def _urn_confidence_table(T, l, support, probs):
-    """Dense table ``conf[t_0, ..., t_{l-1}]`` of P*(t, T) for the current majority.
+def _urn_levels(T, l, support, probs):
+    """P*(t, T) of the current majority, level by level: yields ``(s, idx, conf)`` for ``s = T, ..., 0``.
 
-    Computed for every state at once by backward induction on the number of
-    votes seen, in log space.  With ``q(t)`` the prior-marginal probability of
-    the count vector ``t`` and ``r_c(t)`` the part of it whose urn has majority
-    ``c``,
+    Backward induction on the number of votes seen, in log space.  With
+    ``q(t)`` the prior-marginal probability of the count vector ``t`` and
+    ``r_c(t)`` the part of it whose urn has majority ``c``,
 
         q(t) = sum_i q(t + e_i) (t_i + 1) / (s + 1),    s = sum(t),
 
     (the same recursion for every ``r_c``), starting from ``q = P(T)`` at
-    ``s = T``; then ``P*(t, T) = r_{c(t)}(t) / q(t)``.  Cost ``O(l^2 (T+1)^l)``.
-    Entries with ``sum(t) > T`` are NaN, and so are states of probability 0.
+    ``s = T``; then ``P*(t, T) = r_{c(t)}(t) / q(t)``.  Level ``s`` holds the
+    count vectors with ``sum(t) == s``: ``idx`` is the tuple of their ``l``
+    coordinate arrays and ``conf`` their confidences (NaN for states of
+    probability 0).  Memory ``O(l (T+1)^(l-1))``, time ``O(l^2 (T+1)^l)``.
     """
     shape = (T + 1,) * (l - 1)
     grids = np.indices(shape, sparse=True)
@@ -420,9 +467,8 @@ def _urn_confidence_table(T, l, support, probs):
     for c in range(l):
         sel = final == c
         level[(c + 1,) + tuple(a[sel] for a in idx)] = logp[sel]
-    conf = np.full((T + 1,) * l, np.nan)
 
-    def store(s, lev):
+    def confidences(s, lev):
         valid = asum <= s
         last = s - asum
         full = [np.broadcast_to(g, shape) for g in grids] + [np.broadcast_to(last, shape)]
@@ -432,9 +478,9 @@ def _urn_confidence_table(T, l, support, probs):
             val = np.exp(logr - lev[0])
         val = np.where(np.isneginf(lev[0]), np.nan, val)
         nz = np.nonzero(np.broadcast_to(valid, shape))
-        conf[nz + (np.broadcast_to(last, shape)[nz],)] = val[nz]
+        return nz + (np.broadcast_to(last, shape)[nz],), val[nz]
 
-    store(T, level)
+    yield (T,) + confidences(T, level)
     for s in range(T - 1, -1, -1):
         terms = []
         for i in range(l - 1):
@@ -451,7 +497,18 @@ def _urn_confidence_table(T, l, support, probs):
         new = np.logaddexp.reduce(np.stack(terms), axis=0) - np.log(s + 1.0)
         new = np.where(asum <= s, new, -np.inf)
         level = new
-        store(s, level)
+        yield (s,) + confidences(s, level)
+
+
+def _urn_confidence_table(T, l, support, probs):
+    """Dense table ``conf[t_0, ..., t_{l-1}]`` of P*(t, T) for the current majority (see :func:`_urn_levels`).
+
+    Entries with ``sum(t) > T`` are NaN, and so are states of probability 0.
+    Cost ``O(l^2 (T+1)^l)``.
+    """
+    conf = np.full((T + 1,) * l, np.nan)
+    for _, idx, val in _urn_levels(T, l, support, probs):
+        conf[idx] = val
     conf.setflags(write=False)
     return conf
 
@@ -581,6 +638,8 @@ class UrnRule(HaltingRule):
             raise ValueError(f"the rule's prior is over {self.n_classes} classes, the votes have {n_classes}")
         if n_classes is not None and self._uses_bound(n_classes):
             self._check_bound_size(n_classes, build=True)
+        elif n_classes == 2:
+            self._stop_bits(2)  # built now, not on the first request
         elif (n_classes is not None and n_classes > 2 and self.method == "exact" and self._support is None
               and power_exceeds(self.n_members + 1, n_classes, MAX_DENSE_TABLE)
               and n_classes * self.n_members ** 3 > MAX_EXACT_WORK):
@@ -768,8 +827,72 @@ class UrnRule(HaltingRule):
 
     def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
+        bits = self._stop_bits(t.shape[-1])
+        if bits is not None:
+            s = t.sum(axis=-1)
+            i = s * (s + 1) // 2 + t[..., 0]
+            return ((bits[i >> 3] >> (7 - (i & 7))) & 1).astype(bool)
         conf = self._confidence(t)
         return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
+
+    def _stop_bits(self, l):
+        """Two classes beyond the dense table (``T <= MAX_STOP_BITS_T``): every stop decision, one bit per vote vector.
+
+        None where the decisions come from a confidence table or on demand.
+        """
+        T = self.n_members
+        if l != 2 or T > MAX_STOP_BITS_T or not power_exceeds(T + 1, 2, MAX_DENSE_TABLE):
+            return None
+        support, probs = self._prior_for(2)
+        key = (T, "stop bits", _prior_key(support, probs), self.confidence)
+        bits = _URN_TABLES.get(key)
+        if bits is None:
+            bits = _URN_TABLES[key] = _urn_stop_bits(T, support, probs, self.confidence)
+            bits.setflags(write=False)
+        return bits
+
+    def on_demand_warning(self, n_classes: int) -> SlowVoteWarning | None:
+        """A :class:`SlowVoteWarning` when ``l``-class decisions evaluate Eq. 3 per new vote vector, else None.
+
+        Without a table (confidences or stop bits) every new vote vector costs
+        a sum over the prior's support, and a first ``predict`` can take far
+        longer than the forest's own.  The warning names the limits and what
+        answers at table speed instead.
+
+        Parameters
+        ----------
+        n_classes : int
+            Number of classes ``l``.
+
+        Returns
+        -------
+        SlowVoteWarning or None
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> UrnRule(T=101).on_demand_warning(2) is None
+        True
+        >>> print(UrnRule(T=20_001).on_demand_warning(2))  # doctest: +ELLIPSIS
+        UrnRule has no table for T=20001 members and 2 classes ... rule='infinite' ...
+        """
+        T, l = self.n_members, int(n_classes)
+        if (self._uses_bound(l) or not power_exceeds(T + 1, l, MAX_DENSE_TABLE)
+                or (l == 2 and T <= MAX_STOP_BITS_T)):
+            return None
+        if l == 2:
+            limit, largest = f"T above MAX_STOP_BITS_T = {MAX_STOP_BITS_T:,}", MAX_STOP_BITS_T
+        else:
+            largest = int(round(MAX_DENSE_TABLE ** (1 / l))) + 1
+            while power_exceeds(largest + 1, l, MAX_DENSE_TABLE):
+                largest -= 1
+            limit = f"(T+1)**l above MAX_DENSE_TABLE = {MAX_DENSE_TABLE:,}"
+        size = "the uniform prior" if self._support is None else f"a prior of {len(self._support):,} points"
+        return SlowVoteWarning(
+            f"UrnRule has no table for T={T} members and {l} classes ({limit}): every new vote vector "
+            f"evaluates Eq. 3 on demand over {size}, and a first predict can take far longer than the "
+            f"forest's own. At table speed: rule='infinite' (needs no table), or at most {largest:,} members "
+            f"for {l} classes")
 
 
 class ExactRule(HaltingRule):

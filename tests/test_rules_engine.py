@@ -120,6 +120,72 @@ def test_urn_rule_large_l_on_demand_matches_direct():
     np.testing.assert_allclose(rule.confidence_of(states), ev.finite_confidence(states, 30), atol=1e-12)
 
 
+def _two_class_states(T):
+    s = np.repeat(np.arange(T + 1), np.arange(T + 1) + 1)
+    t0 = np.arange(len(s)) - s * (s + 1) // 2
+    return np.column_stack([t0, s - t0])
+
+
+def _priors(T):
+    K = np.arange(T + 1)
+    bimodal = np.exp(-0.5 * ((K - 0.2 * T) / (0.05 * T)) ** 2) + np.exp(-0.5 * ((K - 0.85 * T) / (0.03 * T)) ** 2)
+    gappy = np.where((K % 7 == 0) | (K > 0.9 * T), 1.0, 0.0)  # states of probability 0 in between
+    skew = np.random.default_rng(ev.SEED).random(T + 1) ** 4
+    return {"uniform": None, "bimodal": bimodal / bimodal.sum(), "gappy": gappy / gappy.sum(),
+            "skew": skew / skew.sum()}
+
+
+@pytest.mark.parametrize("prior", ["uniform", "bimodal", "gappy", "skew"])
+@pytest.mark.parametrize("alpha", [0.9, 0.99, 0.999])
+def test_urn_stop_bits_equal_the_dense_table_and_eq3_on_every_vote_vector(monkeypatch, prior, alpha):
+    # beyond the dense table a two-class UrnRule keeps one stop bit per vote vector; here the dense
+    # limit is lowered so that both exist at T = 61 and every vote vector is compared
+    T = 61
+    p = _priors(T)[prior]
+    t = _two_class_states(T)
+    dense = ev.UrnRule(T, alpha, prior=p)
+    assert dense._stop_bits(2) is None
+    expected = dense.decide(t)
+    monkeypatch.setattr(ev.rules, "MAX_DENSE_TABLE", 100)
+    ev.clear_caches()
+    rule = ev.UrnRule(T, alpha, prior=p)
+    assert rule.table(2) is None and rule._stop_bits(2) is not None
+    np.testing.assert_array_equal(rule.decide(t), expected)
+    support = None if p is None else ev.confidence.check_prior(p, T)
+    on_demand = ev.finite_confidence(t, T, prior=support) > alpha
+    np.testing.assert_array_equal(rule.decide(t), on_demand | (t.sum(axis=1) == T))
+    assert rule.decide(t[None, :7].repeat(2, axis=0)).shape == (2, 7)
+
+
+def test_urn_stop_bits_at_T_5001_match_eq3_where_the_decision_changes():
+    T = 5001
+    rule = ev.UrnRule(T, 0.99, prior=_priors(T)["bimodal"])
+    assert rule.table(2) is None and rule.on_demand_warning(2) is None
+    t = _two_class_states(T)
+    stop = rule.decide(t)
+    # the vote vectors next to a change of decision along each level, and a sample of the rest
+    edge = np.flatnonzero(np.diff(stop.astype(int)) != 0)
+    edge = edge[t[edge].sum(axis=1) == t[edge + 1].sum(axis=1)]
+    assert len(edge) > 1.9 * T  # nearly every level has two thresholds
+    level = t[edge].sum(axis=1)
+    edge = edge[(level % 16 == 0) | (level > T - 50)]
+    pick = np.unique(np.concatenate([edge, edge + 1, np.random.default_rng(ev.SEED).integers(0, len(t), 300)]))
+    support = ev.confidence.check_prior(_priors(T)["bimodal"], T)
+    ref = (ev.finite_confidence(t[pick], T, prior=support) > 0.99) | (t[pick].sum(axis=1) == T)
+    np.testing.assert_array_equal(stop[pick], ref)
+
+
+def test_urn_rule_warns_only_where_it_evaluates_on_demand():
+    assert ev.UrnRule(101).on_demand_warning(2) is None
+    assert ev.UrnRule(10_000).on_demand_warning(2) is None
+    w = ev.UrnRule(10_001).on_demand_warning(2)
+    assert isinstance(w, ev.SlowVoteWarning) and "MAX_STOP_BITS_T = 10,000" in str(w)
+    assert ev.UrnRule(169, prior=ev.uniform_prior(169, 3)).on_demand_warning(3) is None
+    w = ev.UrnRule(170, prior=ev.uniform_prior(170, 3)).on_demand_warning(3)
+    assert "at most 169 members for 3 classes" in str(w) and "rule='infinite'" in str(w)
+    assert ev.UrnRule(170).on_demand_warning(3) is None  # the uniform prior: the union bound, a table
+
+
 # ---------------------------------------------------------------- engine
 def test_exact_rule_never_disagrees_with_full_vote():
     for l, T in [(2, 101), (3, 50), (4, 20), (2, 100)]:
