@@ -47,8 +47,6 @@ __all__ = ["ForestArrays", "compile_kernels", "resolve_n_jobs", "run_forest", "r
 MIN_ROWS_PER_THREAD = 64
 #: Rows the forest loop takes through each tree together (so the tree's nodes stay in cache).
 BLOCK = 4096
-#: Fewest rows still voting in a block worth re-ordering by leaf.
-SORT_MIN_ROWS = 64
 
 _LOCK = threading.Lock()
 

@@ -688,8 +688,9 @@ def pair_oob_prior(oob_votes, T, *, window=5):
     l = v.shape[1]
     if l * (T + 1) ** 2 * 8 > MAX_PAIR_TABLE_BYTES:
         raise ValueError(f"a pair prior for {l} classes and T={T} would take "
-                         f"{l * (T + 1) ** 2 * 8 / 2**20:.0f} MiB, above MAX_PAIR_TABLE_BYTES; "
-                         "use prior='uniform' or a smaller ensemble")
+                         f"{l * (T + 1) ** 2 * 8 / 2**20:.0f} MiB, above MAX_PAIR_TABLE_BYTES; use "
+                         f"rule='infinite' (InfiniteRule needs no table), prior='uniform' (up to "
+                         f"T = {max_pair_table_T(l)}) or a smaller ensemble")
     if l == 2:
         p0 = oob_prior(v, T, window=window)
         x = np.arange(T + 1)

@@ -407,6 +407,10 @@ class InfiniteRule(HaltingRule):
 
 # --------------------------------------------------------------------------
 _URN_TABLES = BoundedCache("urn confidence tables", 16)
+#: Confidences evaluated on demand (no table), per ``(T, l, prior)``: vote vector -> P*(t, T).
+_URN_MEMOS = BoundedCache("urn confidences computed on demand", 8)
+#: Vote vectors one memo keeps at most (then it starts again empty).
+_MEMO_MAX = 1_000_000
 
 
 def _urn_stop_bits(T, support, probs, alpha):
@@ -609,8 +613,8 @@ class UrnRule(HaltingRule):
                 raise ValueError("method='bound' needs the uniform prior (None) or a PairPrior, "
                                  "not a prior given as (support, probs)")
             self._support, self._probs = check_prior(prior, self.n_members)
+            self._prior_key = _prior_key(self._support, self._probs)
             self.n_classes = self._support.shape[1]
-        self._memo = {}
 
     @property
     def T(self) -> int:
@@ -763,7 +767,7 @@ class UrnRule(HaltingRule):
         T = self.n_members
         if power_exceeds(T + 1, n_classes, MAX_DENSE_TABLE):
             return None  # on-demand confidences: tabulating every state would be slow
-        prior = None if self._support is None else _prior_key(self._support, self._probs)
+        prior = None if self._support is None else self._prior_key
         if self._uses_bound(n_classes):
             prior = ("bound", None if self._pair_prior is None else self._pair_prior.key)
         return (type(self), T, self.confidence, prior)
@@ -808,8 +812,12 @@ class UrnRule(HaltingRule):
         uniq, inv = np.unique(flat, axis=0, return_inverse=True)
         vals = np.empty(len(uniq))
         todo = []
+        key = (self.n_members, t.shape[-1], None if self._support is None else self._prior_key)
+        memo = _URN_MEMOS.get(key)
+        if memo is None or len(memo) > _MEMO_MAX:
+            memo = _URN_MEMOS[key] = {}
         for r, row in enumerate(uniq):
-            v = self._memo.get(row.tobytes())
+            v = memo.get(row.tobytes())
             if v is None:
                 todo.append(r)
             else:
@@ -822,7 +830,7 @@ class UrnRule(HaltingRule):
                 new = finite_confidence(uniq[todo], self.n_members, prior=prior)
             vals[todo] = new
             for r, v in zip(todo, new):
-                self._memo[uniq[r].tobytes()] = float(v)
+                memo[uniq[r].tobytes()] = float(v)
         return vals[inv.reshape(-1)].reshape(t.shape[:-1])
 
     def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
@@ -843,12 +851,15 @@ class UrnRule(HaltingRule):
         T = self.n_members
         if l != 2 or T > MAX_STOP_BITS_T or not power_exceeds(T + 1, 2, MAX_DENSE_TABLE):
             return None
-        support, probs = self._prior_for(2)
-        key = (T, "stop bits", _prior_key(support, probs), self.confidence)
-        bits = _URN_TABLES.get(key)
+        bits = self.__dict__.get("_bits")  # the rule's own, then the shared cache
         if bits is None:
-            bits = _URN_TABLES[key] = _urn_stop_bits(T, support, probs, self.confidence)
-            bits.setflags(write=False)
+            support, probs = self._prior_for(2)
+            key = (T, "stop bits", _prior_key(support, probs), self.confidence)
+            bits = _URN_TABLES.get(key)
+            if bits is None:
+                bits = _URN_TABLES[key] = _urn_stop_bits(T, support, probs, self.confidence)
+                bits.setflags(write=False)
+            self._bits = bits
         return bits
 
     def on_demand_warning(self, n_classes: int) -> SlowVoteWarning | None:

@@ -120,6 +120,21 @@ def test_urn_rule_large_l_on_demand_matches_direct():
     np.testing.assert_allclose(rule.confidence_of(states), ev.finite_confidence(states, 30), atol=1e-12)
 
 
+def test_on_demand_confidences_are_memoised_in_a_bounded_cache_that_clear_caches_empties(monkeypatch):
+    rule = ev.UrnRule(30, 0.9, method="exact")
+    states = np.array([[5, 1, 0, 0, 0], [2, 2, 1, 1, 0], [9, 0, 0, 0, 1]])
+    ev.clear_caches()
+    first = rule.confidence_of(states)
+    memos = ev.rules._URN_MEMOS
+    assert len(memos) == 1 and len(next(iter(memos._data.values()))) == 3
+    np.testing.assert_array_equal(ev.UrnRule(30, 0.5, method="exact").confidence_of(states), first)  # shared
+    monkeypatch.setattr(ev.rules, "_MEMO_MAX", 2)
+    rule.confidence_of(states[:1] + [[1, 0, 0, 0, 0]])
+    assert len(next(iter(memos._data.values()))) == 1  # above the bound: started again
+    ev.clear_caches()
+    assert len(memos) == 0
+
+
 def _two_class_states(T):
     s = np.repeat(np.arange(T + 1), np.arange(T + 1) + 1)
     t0 = np.arange(len(s)) - s * (s + 1) // 2

@@ -40,6 +40,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.ensemble import RandomForestClassifier
 
+from .._cache import BoundedCache
 from .._validation import check_positive_int, check_probability
 from ..classifier import HaltingClassifier
 from ..engine import halt
@@ -83,14 +84,15 @@ class MarginRule(HaltingRule):
         return top2[..., 0] - top2[..., 1] >= self.k
 
 
-_UNIFORM_CACHE = {}
+#: The optimal rules under the uniform prior, the same for every task of a profile.
+_UNIFORM_OPTIMAL = BoundedCache("head-to-head optimal rules, uniform prior", 64)
 
 
 def _uniform_optimal(T, l, delta):
-    key = (T, l, delta)
-    if key not in _UNIFORM_CACHE:
-        _UNIFORM_CACHE[key] = OptimalRule(T, delta, n_classes=l)
-    return _UNIFORM_CACHE[key]
+    hit = _UNIFORM_OPTIMAL.get((T, l, delta))
+    if hit is None:
+        hit = _UNIFORM_OPTIMAL[(T, l, delta)] = OptimalRule(T, delta, n_classes=l)
+    return hit
 
 
 def task(dataset, realization, p):
