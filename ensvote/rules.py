@@ -616,6 +616,10 @@ class UrnRule(HaltingRule):
             self._prior_key = _prior_key(self._support, self._probs)
             self.n_classes = self._support.shape[1]
 
+    def __getstate__(self):
+        # the tables the rule keeps are rebuilt on first use: a pickle holds the parameters only
+        return {k: v for k, v in self.__dict__.items() if k not in ("_dense_tables", "_bits")}
+
     @property
     def T(self) -> int:
         """Size of the full ensemble the rule is built for (the same as :attr:`n_members`).
@@ -640,11 +644,11 @@ class UrnRule(HaltingRule):
         super().prepare(n_members, n_classes)
         if n_classes is not None and self.n_classes is not None and n_classes != self.n_classes:
             raise ValueError(f"the rule's prior is over {self.n_classes} classes, the votes have {n_classes}")
-        if n_classes is not None and self._uses_bound(n_classes):
+        if n_classes is None:
+            return
+        if self._uses_bound(n_classes):
             self._check_bound_size(n_classes, build=True)
-        elif n_classes == 2:
-            self._stop_bits(2)  # built now, not on the first request
-        elif (n_classes is not None and n_classes > 2 and self.method == "exact" and self._support is None
+        elif (n_classes > 2 and self.method == "exact" and self._support is None
               and power_exceeds(self.n_members + 1, n_classes, MAX_DENSE_TABLE)
               and n_classes * self.n_members ** 3 > MAX_EXACT_WORK):
             raise ValueError(
@@ -652,6 +656,8 @@ class UrnRule(HaltingRule):
                 f"about l * T**3 = {n_classes * self.n_members ** 3:,} operations each, above the limit "
                 f"MAX_EXACT_WORK = {MAX_EXACT_WORK:,}; use method='auto' (the union bound, a table look-up "
                 "that never stops where the exact rule would not)")
+        elif self._dense(n_classes) is None:  # tables are built now, not on the first request
+            self._stop_bits(n_classes)
 
     def _uses_bound(self, l):
         """Whether ``l``-class confidences come from the union bound (:mod:`ensvote.manyclass`)."""
@@ -711,15 +717,23 @@ class UrnRule(HaltingRule):
         """
         l = check_positive_int(n_classes, name="n_classes", minimum=2)
         self.prepare(self.n_members, l)
+        return self._dense(l)
+
+    def _dense(self, l):
+        """:meth:`table` without the checks (cached; None beyond ``MAX_DENSE_TABLE`` or with the bound)."""
         T = self.n_members
         if power_exceeds(T + 1, l, MAX_DENSE_TABLE) or self._uses_bound(l):
             return None
+        own = self.__dict__.setdefault("_dense_tables", {})  # the rule's own, then the shared cache
+        if l in own:
+            return own[l]
         support, probs = self._prior_for(l)
         key = (T, l, _prior_key(support, probs))
         tab = _URN_TABLES.get(key)
         if tab is None:
             tab = _urn_confidence_table(T, l, support, probs)
             _URN_TABLES[key] = tab
+        own[l] = tab
         return tab
 
     def lookup_table(self) -> NDArray[np.int64]:
@@ -805,7 +819,7 @@ class UrnRule(HaltingRule):
     def _confidence(self, t):
         if self._uses_bound(t.shape[-1]):  # union bound over the leader's rivals (ensvote.manyclass)
             return pair_table(self.n_members, t.shape[-1], self._pair_prior).confidence(t)
-        tab = self.table(t.shape[-1])
+        tab = self._dense(t.shape[-1])
         if tab is not None:
             return tab[tuple(np.moveaxis(t, -1, 0))]
         flat = t.reshape(-1, t.shape[-1])

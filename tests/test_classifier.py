@@ -111,3 +111,16 @@ def test_fit_warns_when_the_rule_would_evaluate_on_demand():
         ev.HaltingClassifier(forest, prior="uniform").fit(X, y)  # the union bound: a table
         ev.HaltingClassifier(forest, rule="infinite").fit(X, y)
         ev.HaltingClassifier(forest.set_params(n_estimators=169), prior="oob").fit(X, y)
+
+
+def test_pickled_classifier_predicts_the_same_and_carries_no_confidence_table():
+    import pickle
+
+    X, y = make_classification(300, 6, n_informative=4, n_classes=3, random_state=0)
+    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=101, random_state=0)).fit(X, y)
+    rule = pickle.loads(pickle.dumps(clf.rule_))
+    assert len(pickle.dumps(clf.rule_)) < 10**6  # its prior, not the 102**3 confidence table (8 MB)
+    np.testing.assert_array_equal(rule.confidence_of([[5, 1, 0], [3, 3, 2]]), clf.rule_.confidence_of([[5, 1, 0], [3, 3, 2]]))
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.predict(X), clf.predict(X))
+    np.testing.assert_array_equal(again.halt(X).n_queried, clf.halt(X).n_queried)
