@@ -332,7 +332,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         # the stop table is built now, not on the first request
         self.rule_.prepare(self.n_members_, len(self.classes_))
         self._ensemble.plan(self.rule_)
-        slow = self.rule_.on_demand_warning(len(self.classes_)) if isinstance(self.rule_, UrnRule) else None
+        slow = self.rule_.on_demand_warning(len(self.classes_))
         if slow is not None:
             warnings.warn(slow, stacklevel=3)
         return self

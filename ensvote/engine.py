@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -186,6 +187,9 @@ def halt(votes: ArrayLike, rule: HaltingRule, *, n_classes: int | None = None) -
         raise TypeError(f"rule must be a HaltingRule (e.g. UrnRule, InfiniteRule), got {type(rule).__name__}")
     v, l = _check_votes(votes, n_classes)
     tab = stop_table(rule, v.shape[1], l)
+    slow = rule.on_demand_warning(l) if tab is None else None
+    if slow is not None:
+        warnings.warn(slow, stacklevel=2)
     if tab is None:
         return run_halting(lambda rows, a, b: v[rows, a:b], v.shape[0], v.shape[1], l, rule)
     return _halt_votes_table(v, v.shape[1], l, *tab)

@@ -199,6 +199,30 @@ class HaltingRule:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement decide(counts)")
 
+    def on_demand_warning(self, n_classes: int) -> SlowVoteWarning | None:
+        """A :class:`SlowVoteWarning` if deciding for ``n_classes`` classes computes per vote vector, slowly; else None.
+
+        :class:`~ensvote.HaltingClassifier` (at ``fit``) and :func:`ensvote.halt`
+        warn with it.  The rules of ensvote that need no table, or build one,
+        return None; :class:`UrnRule` returns a warning where it has neither.
+
+        Parameters
+        ----------
+        n_classes : int
+            Number of classes ``l``.
+
+        Returns
+        -------
+        SlowVoteWarning or None
+
+        Examples
+        --------
+        >>> from ensvote import ExactRule
+        >>> ExactRule(5).on_demand_warning(2) is None
+        True
+        """
+        return None
+
     def prepare(self, n_members: int | None, n_classes: int | None) -> None:
         """Check compatibility with an ensemble of ``n_members`` and build tables (idempotent).
 

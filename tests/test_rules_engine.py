@@ -337,3 +337,16 @@ def test_stopped_flags_rows_the_rule_called():
     assert not np.all(res.stopped)  # some borderline rows exhaust the 101 members
     fixed = ev.halt(votes, ev.FixedRule(T))
     assert np.all(fixed.stopped)
+
+
+def test_halt_warns_where_the_rule_evaluates_on_demand():
+    votes = np.tile([0, 1], (2, 5001))[:, :10_001]  # T = 10,001: beyond the stop bits
+    with pytest.warns(ev.SlowVoteWarning, match="T=10001 members and 2 classes"):
+        res = ev.halt(votes, ev.UrnRule(10_001, 0.6))
+    assert res.labels.shape == (2,)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ev.SlowVoteWarning)
+        ev.halt(votes[:, :101], ev.UrnRule(101))
+        ev.halt(votes, ev.InfiniteRule())
