@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, special, stats
 
@@ -462,19 +463,6 @@ def _prior_probs(values):
     return probs
 
 
-def _log_binom(n, k, log_fact):
-    """log C(n, k), -inf where k > n (n, k non-negative integer arrays).
-
-    ``log_fact[m] = gammaln(m + 1)`` for ``m`` up to ``max(n)``: gathered, not
-    recomputed (the same numbers, several times faster).
-    """
-    n = np.asarray(n, dtype=np.int64)
-    k = np.asarray(k, dtype=np.int64)
-    ok = k <= n
-    out = log_fact[n] - log_fact[k] - log_fact[np.where(ok, n - k, 0)]
-    return np.where(ok, out, -np.inf)
-
-
 def _ratio_from_logs(log_num, log_rest):
     """num / (num + rest) from their logs, accurate when either is tiny."""
     with np.errstate(invalid="ignore"):
@@ -628,25 +616,61 @@ def _finite_uniform_multiclass(t, i, T, max_terms, n_mc, random_state):
     return out.reshape(t.shape[:-1])
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _split_log_mass(t, label, support, base, final, log_fact):
+    """Per vote vector ``t[r]``: log of the posterior mass on urns whose majority is ``label[r]``, and on the rest.
+
+    Up to a term common to all urns (``-sum_c log t_c!``, which cancels in
+    P*), the log posterior of support point ``k`` is ``base[k] - sum_c
+    log (support[k, c] - t[r, c])!`` with ``base[k] = log P(k) + sum_c log
+    support[k, c]!`` (zero where ``t`` exceeds the urn); each group is summed
+    as log-sum-exp, shifted by its maximum.
+    """
+    n, l = t.shape
+    m = support.shape[0]
+    num = np.empty(n)
+    rest = np.empty(n)
+    for r in prange(n):
+        logw = np.empty(m)
+        top_win = -np.inf
+        top_rest = -np.inf
+        for k in range(m):
+            lw = base[k]
+            for c in range(l):
+                d = support[k, c] - t[r, c]
+                if d < 0:
+                    lw = -np.inf
+                    break
+                lw -= log_fact[d]
+            logw[k] = lw
+            if final[k] == label[r]:
+                top_win = max(top_win, lw)
+            else:
+                top_rest = max(top_rest, lw)
+        sum_win = 0.0
+        sum_rest = 0.0
+        for k in range(m):
+            if logw[k] > -np.inf:
+                if final[k] == label[r]:
+                    sum_win += np.exp(logw[k] - top_win)
+                else:
+                    sum_rest += np.exp(logw[k] - top_rest)
+        num[r] = top_win + np.log(sum_win) if sum_win > 0 else -np.inf
+        rest[r] = top_rest + np.log(sum_rest) if sum_rest > 0 else -np.inf
+    return num, rest
+
+
 def _finite_with_prior(t, i, support, probs):
     l = t.shape[-1]
-    flat_t = t.reshape(-1, l)
-    flat_i = i.reshape(-1)
-    with np.errstate(divide="ignore"):
-        logp = np.log(probs)
-    final = np.argmax(support, axis=1)
+    flat_t = np.ascontiguousarray(t.reshape(-1, l), dtype=np.int64)
+    support = np.ascontiguousarray(support, dtype=np.int64)
+    keep = probs > 0
+    support, probs = support[keep], probs[keep]
     log_fact = special.gammaln(np.arange(int(max(support.max(initial=0), flat_t.max(initial=0))) + 1) + 1.0)
-    out = np.empty(len(flat_t))
-    chunk = max(1, 4_000_000 // max(1, support.size))
-    for start in range(0, len(flat_t), chunk):
-        tt = flat_t[start:start + chunk]
-        ii = flat_i[start:start + chunk]
-        logw = logp[None, :] + np.sum(_log_binom(support[None, :, :], tt[:, None, :], log_fact), axis=2)
-        win = final[None, :] == ii[:, None]
-        num = special.logsumexp(np.where(win, logw, -np.inf), axis=1)
-        rest = special.logsumexp(np.where(win, -np.inf, logw), axis=1)
-        out[start:start + chunk] = _ratio_from_logs(num, rest)
-    return out.reshape(t.shape[:-1])
+    base = np.log(probs) + log_fact[support].sum(axis=1)
+    num, rest = _split_log_mass(flat_t, np.ascontiguousarray(i.reshape(-1), dtype=np.int64), support, base,
+                                np.argmax(support, axis=1), log_fact)
+    return _ratio_from_logs(num, rest).reshape(t.shape[:-1])
 
 
 #: The memoised functions of this module, emptied by :func:`ensvote.clear_caches`.
