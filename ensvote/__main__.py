@@ -10,11 +10,15 @@ Examples
 
 Every error is one line on stderr (exit status 1; 2 for a malformed command
 line); a record found bad is reported by path, set aside as ``*.bad`` and
-computed again.
+computed again; a file ``tasks/*/r*.json.gz`` that names no task is reported
+by path and set aside as ``*.stray``.  Ctrl-C stops ``run`` (and its worker
+processes) with one line and exit status 130; the finished records are kept.
 """
 
 import argparse
+import signal
 import sys
+import threading
 import warnings
 
 try:
@@ -22,6 +26,9 @@ try:
     from .experiments import PROFILES, SUITES, IncompleteRecordsError, aggregate, run
 except ModuleNotFoundError as exc:  # the experiments extra is not installed: one line, naming it
     sys.exit(f"python -m ensvote: {exc}")
+except KeyboardInterrupt:  # Ctrl-C while starting: nothing ran
+    print("python -m ensvote: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 #: Options whose value may start with "-" (e.g. ``--realizations -1:1``), which
 #: argparse would otherwise take for an option and answer "expected one argument".
@@ -59,7 +66,25 @@ def _dataset_list(spec, suite):
     return names
 
 
+def _interrupt_once(signum, frame):
+    """SIGINT handler: KeyboardInterrupt, and a second Ctrl-C no longer interrupts the clean-up of the first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
+    own = signal.getsignal(signal.SIGINT) is signal.default_int_handler and \
+        threading.current_thread() is threading.main_thread()
+    if own:
+        signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        return _main(argv)
+    finally:
+        if own and signal.getsignal(signal.SIGINT) is _interrupt_once:  # after an interrupt it stays ignored
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _main(argv):
     argv = _attach_values(list(sys.argv[1:] if argv is None else argv))
     ap = argparse.ArgumentParser(prog="python -m ensvote", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,7 +106,9 @@ def main(argv=None):
     prog = f"{ap.prog} {args.command}"
 
     def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+        from tqdm import tqdm  # a line of its own, above the progress bar of run
+
+        tqdm.write(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
 
     with warnings.catch_warnings():
         warnings.showwarning = show

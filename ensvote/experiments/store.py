@@ -41,7 +41,7 @@ from .suite import PROFILES
 
 __all__ = ["task_seed", "rng_and_ints", "record_path", "read_record", "check_record", "scan_records", "RecordScan",
            "RecordError", "RecordSetError", "IncompleteRecordsError", "RecordWarning", "write_atomic", "write_csv",
-           "mean_std", "need", "keys", "number", "numbers", "RECORD_DIGITS"]
+           "mean_std", "need", "keys", "number", "numbers", "RECORD_DIGITS", "task_dir", "stray_files"]
 
 
 def _suites():
@@ -81,6 +81,37 @@ def record_path(out, suite, profile, dataset, realization):
     return Path(out) / suite / profile / "tasks" / dataset / f"r{int(realization):03d}.json.gz"
 
 
+def task_dir(out, suite, profile, dataset):
+    """The directory of a dataset's records, ``<out>/<suite>/<profile>/tasks/<dataset>``, made if need be.
+
+    Records are written only inside ``out``: ``out`` itself may be a symlink
+    (the user's choice), but a symlink below it is refused, and so is a file
+    where a directory should be.
+
+    Raises
+    ------
+    NotADirectoryError
+        A file stands where a directory should be (the message names it).
+    ValueError
+        A directory below ``out`` is a symlink (the message names it).
+    """
+    path = Path(out)
+    for part in (None, suite, profile, "tasks", dataset):
+        path = path if part is None else path / part
+        try:
+            path.mkdir(parents=part is None, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            pass  # a file is in the way: named below
+        if part is not None and path.is_symlink():
+            raise ValueError(f"cannot write records under {out}: {path} is a symlink, and records are written only "
+                             "inside the results directory (make it a real directory)")
+        if not path.is_dir():
+            block = next(p for p in (path, *path.parents) if p.exists() or p.is_symlink())
+            raise NotADirectoryError(f"cannot write records under {out}: {block} is "
+                                     f"{'a file, not a directory' if block.is_file() else 'not a directory'}")
+    return path
+
+
 class RecordError(ValueError):
     """A task record that cannot be trusted: unreadable, malformed, or not the task its path names."""
 
@@ -102,7 +133,7 @@ class IncompleteRecordsError(RecordSetError):
 
 
 class RecordWarning(UserWarning):
-    """A bad record was found and set aside (run), or tables were made from an incomplete set."""
+    """A bad record or a stray file was found and set aside (run), or tables were made from an incomplete set."""
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -183,6 +214,30 @@ def _task_of_path(path):
     if record_path("", *task).name != parts[-1]:
         raise ValueError(f"file name {parts[-1]!r} should be {record_path('', *task).name!r}")
     return task
+
+
+def _not_a_task(path):
+    """Why a file ``.../SUITE/PROFILE/tasks/DATASET/<name>`` names no task of its profile; None if it names one."""
+    try:
+        task = _task_of_path(path)
+        if task is not None:
+            _check_task(*task, "the task")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def stray_files(suite, profile, *, out="results"):
+    """The record-like files of a suite/profile that name no task of it: ``[(path, reason), ...]``.
+
+    A file ``<out>/<suite>/<profile>/tasks/*/r*.json.gz`` is stray if its name
+    is not ``rNNN.json.gz``, its realization is outside the profile's range or
+    its dataset is not one of the suite's: no run ever writes it, and no run
+    would compute it again.
+    """
+    check_suite_profile(suite, profile)
+    base = Path(out) / suite / profile / "tasks"
+    return [(path, why) for path in sorted(base.glob("*/r*.json.gz")) if (why := _not_a_task(path))]
 
 
 def read_record(path, task=None):

@@ -24,7 +24,8 @@ def _checked_records(suite, profile, out, allow_missing):
         shown = "; ".join(f"{p}: {why}" for p, why in scan.bad[:3])
         more = f"; and {len(scan.bad) - 3} more" if len(scan.bad) > 3 else ""
         raise RecordSetError(f"{len(scan.bad)} bad record(s) under {scan.directory}: {shown}{more}. "
-                             f"{redo} sets them aside and computes them again")
+                             f"{redo} sets them aside (a bad record of a task as *.bad, and computes it again; "
+                             "a file that names no task as *.stray)")
     if not scan.records:
         where = "" if scan.directory.is_dir() else " (the directory does not exist)"
         raise RecordSetError(f"no records of {suite}/{profile} under {scan.directory}{where}; run {redo} first")
