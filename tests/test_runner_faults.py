@@ -279,3 +279,15 @@ def test_records_are_never_written_through_a_symlink_inside_out(good, fake_task,
     status, _, err = _main(capsys, "run", SUITE, "--profile", PROFILE, "--out", tmp_path / "out")
     assert status == 0, err
     assert all(experiments.record_path(real, SUITE, PROFILE, *t).read_bytes() == good[t] for t in TASKS)
+
+
+def test_aggregate_never_writes_tables_through_a_symlink_inside_out(good, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    out = tmp_path / "results"
+    (out / SUITE).mkdir(parents=True)
+    (out / SUITE / PROFILE).symlink_to(outside, target_is_directory=True)
+    _copy(good, out)
+    with pytest.raises(ValueError, match="is a symlink"):
+        experiments.aggregate(SUITE, PROFILE, out=out)
+    assert not list(outside.glob("*.csv"))

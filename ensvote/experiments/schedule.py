@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 from .._validation import check_positive_int
 from .registry import SUITES
 from .store import (RecordError, RecordWarning, adopt_from_twin_profiles, check_record, check_suite_profile,
-                    read_record, record_path, stray_files, task_dir, write_atomic)
+                    read_record, record_path, results_dir, stray_files, write_atomic)
 from .suite import available
 
 __all__ = ["run", "run_task", "list_tasks", "SCHEDULER_TIMEOUT"]
@@ -235,7 +235,7 @@ def _set_aside_strays(suite, profile, out):
     """Set aside (``*.stray``) every record-like file that names no task of the profile; their paths."""
     moved = []
     for path, why in stray_files(suite, profile, out=out):
-        task_dir(out, suite, profile, path.parent.name)  # never a rename outside the results directory
+        results_dir(out, suite, profile, "tasks", path.parent.name)  # never a rename outside the results directory
         target = _set_aside(path, "stray")
         if target is not None:
             moved.append(path)
@@ -394,7 +394,7 @@ def run(suite, profile, *, out="results", datasets=None, realizations=None, n_jo
         raise ValueError(f"scheduler must be 'local' or an address like tcp://HOST:8786, got {scheduler!r}")
     tasks, missing = list_tasks(suite, profile, datasets=datasets, realizations=realizations)
     for d in dict.fromkeys(d for d, _ in tasks):
-        task_dir(out, suite, profile, d)
+        results_dir(out, suite, profile, "tasks", d)
     strays = _set_aside_strays(suite, profile, out)
     todo = [(suite, profile, d, r) for d, r in tasks if not _finished(out, (suite, profile, d, r))]
     counts, bad = {"run": 0, "done": len(tasks) - len(todo), "adopted": 0}, []

@@ -41,7 +41,7 @@ from .suite import PROFILES
 
 __all__ = ["task_seed", "rng_and_ints", "record_path", "read_record", "check_record", "scan_records", "RecordScan",
            "RecordError", "RecordSetError", "IncompleteRecordsError", "RecordWarning", "write_atomic", "write_csv",
-           "mean_std", "need", "keys", "number", "numbers", "RECORD_DIGITS", "task_dir", "stray_files"]
+           "mean_std", "need", "keys", "number", "numbers", "RECORD_DIGITS", "results_dir", "stray_files"]
 
 
 def _suites():
@@ -81,12 +81,12 @@ def record_path(out, suite, profile, dataset, realization):
     return Path(out) / suite / profile / "tasks" / dataset / f"r{int(realization):03d}.json.gz"
 
 
-def task_dir(out, suite, profile, dataset):
-    """The directory of a dataset's records, ``<out>/<suite>/<profile>/tasks/<dataset>``, made if need be.
+def results_dir(out, *parts):
+    """The directory ``<out>/<parts...>`` (e.g. ``suite, profile, "tasks", dataset``), made if need be.
 
-    Records are written only inside ``out``: ``out`` itself may be a symlink
-    (the user's choice), but a symlink below it is refused, and so is a file
-    where a directory should be.
+    Records and tables are written only inside ``out``: ``out`` itself may be
+    a symlink (the user's choice), but a symlink below it is refused, and so
+    is a file where a directory should be.
 
     Raises
     ------
@@ -96,7 +96,7 @@ def task_dir(out, suite, profile, dataset):
         A directory below ``out`` is a symlink (the message names it).
     """
     path = Path(out)
-    for part in (None, suite, profile, "tasks", dataset):
+    for part in (None, *parts):
         path = path if part is None else path / part
         try:
             path.mkdir(parents=part is None, exist_ok=True)

@@ -5,13 +5,12 @@ record set first and writes the tables atomically.
 """
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 from .registry import SUITES
-from .store import (IncompleteRecordsError, RecordSetError, RecordWarning, check_suite_profile, scan_records,
-                    write_csv)
+from .store import (IncompleteRecordsError, RecordSetError, RecordWarning, check_suite_profile, results_dir,
+                    scan_records, write_csv)
 
 __all__ = ["aggregate"]
 
@@ -67,7 +66,7 @@ def aggregate(suite, profile, *, out="results", allow_missing=False):
         raise TypeError(f"allow_missing must be True or False, got {allow_missing!r}")
     recs = _checked_records(suite, profile, out, allow_missing)
     s = SUITES[suite]
-    target = Path(out) / suite / profile
+    target = results_dir(out, suite, profile)  # tables too are written only inside out
     written = []
     for name, df in s.tables(recs, s.params[profile]).items():
         write_csv(df, target / name)
