@@ -517,3 +517,63 @@ def test_page_in_browser(browser, name):
     problems = browser.inspect(name)
     report = "\n".join(f"  [{kind}] {text}" for kind, text in problems)
     assert not problems, f"{name}: {len(problems)} problem(s) in headless Chromium:\n{report}"
+
+
+# ---------------------------------------------------------------------------------- results at a glance
+
+GLANCE = "book/glance.html"
+# a row of the table for each of these rules, and a link to each chapter its guide cites
+GLANCE_RULES = ("budget mode", "HYPER", "SIBA", "optimal, uniform prior", "infinite ensemble", "margin rule",
+                "fixed size", "exact rule")
+GLANCE_CHAPTERS = ("soto2016_experiments", "optimal", "speed", "budget", "many_classes", "urn")
+
+_JS_GLANCE = r"""
+() => {
+  const art = document.querySelector('article.bd-article');
+  const tables = Array.from(art.querySelectorAll('table'));
+  const rows = tables.length === 1 ? Array.from(tables[0].querySelectorAll('tbody tr')).map(
+      tr => Array.from(tr.children).map(c => c.textContent.trim())) : [];
+  const links = Array.from(art.querySelectorAll('a[href]')).map(
+      a => [a.href, a.getAttribute('href'), (a.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60)]);
+  return {tables: tables.length, rows: rows, links: links};
+}
+"""
+
+
+def test_glance_page_shows_its_table_and_its_links_resolve(browser):
+    """The page of results at a glance: one table, a row of numbers for every rule, every link resolving."""
+    assert GLANCE in PAGES, "book/glance is not in _toc.yml"
+    page = browser.page
+    page.set_viewport_size({"width": WIDTHS[0], "height": 1000})
+    response = page.goto(f"{browser.base}/{GLANCE}", wait_until="load", timeout=120_000)
+    assert response is not None and response.status == 200, f"{GLANCE}: no such page"
+    got = page.evaluate(_JS_GLANCE)
+    assert got["tables"] == 1, f"{GLANCE} shows {got['tables']} tables, not one"
+    rows = {r[0]: r[1:] for r in got["rows"]}
+    number = re.compile(r"\d+\.\d+")
+    for rule in GLANCE_RULES:
+        found = [name for name in rows if name.startswith(rule)]
+        assert len(found) == 1, f"{GLANCE}: no row (or several) for {rule!r} in {sorted(rows)}"
+        cells = rows[found[0]]
+        assert len(cells) == 6 and number.match(cells[0]) and number.match(cells[1]), (
+            f"{GLANCE}: the row of {rule!r} does not start with its trees at 1 % and 0.1 %: {cells}")
+    assert sum(bool(number.fullmatch(c.split("\u00a0")[0].rstrip("†"))) for r in rows.values() for c in r) >= 30
+    chapters, csv = set(), []
+    for absolute, href, label in got["links"]:
+        parts = urlsplit(absolute)
+        if parts.scheme not in ("http", "https") or parts.hostname != HOST:
+            continue
+        rel = unquote(parts.path).lstrip("/")
+        target = browser.html / rel
+        assert target.is_file(), f'{GLANCE}: link "{label}" -> {href}: no such page'
+        anchor = unquote(parts.fragment)
+        if anchor and anchor != "top" and target.suffix == ".html":
+            assert anchor in browser.ids_of(target), f'{GLANCE}: link "{label}" -> {href}: no anchor #{anchor}'
+        chapters.add(Path(rel).stem if rel.startswith("book/") else None)
+        if rel.endswith("glance.csv"):
+            csv.append(target)
+    missing = sorted(set(GLANCE_CHAPTERS) - chapters)
+    assert not missing, f"{GLANCE} does not link to {missing}"
+    assert csv and csv[0].read_text(encoding="utf-8").startswith("rule,"), f"{GLANCE}: no link to its CSV"
+    intro = (browser.html / "book" / "intro.html").read_text(encoding="utf-8")
+    assert 'href="glance.html"' in intro, "the introduction does not link to the page of results at a glance"
