@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--out", type=Path, default=OUT, help=f"CSV of the budget mode's build times (default {OUT})")
     args = ap.parse_args()
     rows_out = []
-    T = optimal.MAX_T
+    T = optimal.MAX_OPTIMAL_T
     for l in optimal.SUPPORTED_CLASSES:
         support, probs = check_prior(uniform_prior(T, l), T)
         model_t, total_t = [], []

@@ -63,10 +63,10 @@ from .priors import _check_deconvolution_arguments, _VoteMixture, oob_prior
 from .rules import HaltingRule, _prior_key, decided
 
 __all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
-           "MAX_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
+           "MAX_OPTIMAL_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
 
 #: Largest ensemble size the optimal policy is computed for.
-MAX_T = 101
+MAX_OPTIMAL_T = 101
 #: Numbers of classes the optimal policy is computed for.
 SUPPORTED_CLASSES = (2, 3)
 #: The budget mode's default weight, in rows, of the uniform prior mixed into a deconvolved one
@@ -97,8 +97,8 @@ class PolicyValue(NamedTuple):
 # --------------------------------------------------------------------------
 def _check_T(T):
     T = check_positive_int(T, name="T")
-    if T > MAX_T:
-        raise ValueError(f"T={T} is above the largest ensemble the optimal policy is computed for (T <= {MAX_T})")
+    if T > MAX_OPTIMAL_T:
+        raise ValueError(f"T={T} is above the largest ensemble the optimal policy is computed for (T <= {MAX_OPTIMAL_T})")
     return T
 
 
@@ -646,7 +646,7 @@ class OptimalRule(HaltingRule):
     Parameters
     ----------
     T : int
-        Size of the full ensemble, at most :data:`MAX_T`.
+        Size of the full ensemble, at most :data:`MAX_OPTIMAL_T`.
     disagreement : float in (0, 0.5), optional
         The budget δ: expected disagreement with the full ensemble, under the
         prior.  Default 0.01 when ``price`` is not given either.
@@ -715,7 +715,7 @@ class OptimalRule(HaltingRule):
         oob_votes : array_like of int, shape (n_rows, l), l in {2, 3}
             Out-of-bag vote counts of the training rows (``HaltingClassifier.oob_votes_``).
         T : int
-            Size of the full ensemble, at most :data:`MAX_T`.
+            Size of the full ensemble, at most :data:`MAX_OPTIMAL_T`.
         disagreement : float in (0, 0.5)
             The budget δ.
         n_folds, random_state, resolution, rtol, heldout, uniform_rows
@@ -971,7 +971,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
         Out-of-bag vote counts; rows without one are ignored.  At least
         ``2 * n_folds`` rows must remain.
     T : int
-        Size of the full ensemble, at most :data:`MAX_T`.
+        Size of the full ensemble, at most :data:`MAX_OPTIMAL_T`.
     disagreement : float in (0, 0.5)
         The target δ.
     n_folds : int >= 2
@@ -1079,7 +1079,7 @@ def policy_value(rule: HaltingRule, prior: PriorLike, *, n_classes: int | None =
     order, and the rule is consulted after each vote; the label at the stop is
     the current majority (lowest index on ties), as in :func:`ensvote.halt`.
     Computed exactly by a forward pass over all vote vectors (two or three
-    classes, ``T`` up to :data:`MAX_T`); the members agree with
+    classes, ``T`` up to :data:`MAX_OPTIMAL_T`); the members agree with
     :func:`ensvote.expected_queries`.
 
     Parameters

@@ -9,7 +9,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 import ensvote as ev
-from ensvote.optimal import MAX_T, OptimalRule, policy_value
+from ensvote.optimal import MAX_OPTIMAL_T, OptimalRule, policy_value
 
 
 # ---------------------------------------------------------------- brute force
@@ -272,8 +272,8 @@ def test_bad_budget_type(bad):
 
 
 def test_unsupported_sizes_and_classes():
-    with pytest.raises(ValueError, match=f"T <= {MAX_T}"):
-        OptimalRule(MAX_T + 1, 0.01)
+    with pytest.raises(ValueError, match=f"T <= {MAX_OPTIMAL_T}"):
+        OptimalRule(MAX_OPTIMAL_T + 1, 0.01)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         OptimalRule(11, 0.01, n_classes=4)
     with pytest.raises(ValueError, match="2 or 3 classes"):
