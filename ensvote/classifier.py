@@ -164,8 +164,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     classes beyond ``T = 169`` the out-of-bag prior has no table: ``fit`` warns
     (:class:`~ensvote.SlowVoteWarning`) and the first ``predict`` took 33 to
     177 times the forest's (later ones reuse the confidences computed).
-    ``rule="infinite"`` needs no table: 0.1 to 0.5 times the forest's time up
-    to three classes, about the same at ten, 4 to 5 times slower at a hundred
+    ``rule="infinite"`` needs no table: 0.01 to 0.5 times the forest's time up
+    to three classes, 0.7 to 2 times at ten, 4.5 to 5.4 times at a hundred
     (where nothing stops early and no stop table exists).  Configurations
     whose tables would exceed a limit are refused at ``fit`` with the limit
     and the alternatives named (e.g. the out-of-bag pair prior of 100 classes).
