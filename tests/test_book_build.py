@@ -99,6 +99,7 @@ def test_config_renders_committed_outputs():
 class Build:
     def __init__(self, returncode, log, html):
         self.returncode, self.log, self.html = returncode, log, html
+        self.pdf, self.pdf_error = None, None
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,22 @@ def book(tmp_path_factory):
         capture_output=True, text=True, cwd=ROOT,
     )
     log = proc.stdout[-6000:] + proc.stderr[-6000:]
-    return Build(proc.returncode, log, out / "_build" / "html")
+    build = Build(proc.returncode, log, out / "_build" / "html")
+    if proc.returncode == 0 and CHROMIUM.exists():  # the PDF the introduction links to, as `dev.py book` makes it
+        try:
+            build.pdf = _book_pdf().build_pdf(html_dir=build.html, work=out / "pdf")
+        except Exception as exc:  # reported by test_pdf_of_the_whole_book
+            build.pdf_error = f"{type(exc).__name__}: {exc}"
+    return build
+
+
+def _book_pdf():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("book_pdf", ROOT / "tools" / "book_pdf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_book_builds_strictly(book):
@@ -128,6 +144,20 @@ def test_book_builds_strictly(book):
         pytest.skip(f"ENSVOTE_BOOK_HTML is set: {book.log}, not built here")
     assert book.returncode == 0, book.log
     assert (book.html / "index.html").exists()
+
+
+def test_pdf_of_the_whole_book(book):
+    if book.returncode is None:
+        pytest.skip(f"ENSVOTE_BOOK_HTML is set: {book.log}, not built here")
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: the PDF is printed by Debian's chromium package")
+    assert book.pdf_error is None, book.pdf_error
+    data = book.pdf.read_bytes()
+    assert data.startswith(b"%PDF-") and book.pdf == book.html / "ensvote.pdf"
+    pages = len(re.findall(rb"/Type\s*/Page(?![a-z])", data))
+    assert pages > 100, f"the PDF has {pages} pages: not the whole book"
+    intro = (book.html / "book" / "intro.html").read_text()
+    assert 'href="../ensvote.pdf"' in intro  # the introduction links to it (the browser test resolves the link)
 
 
 _EXTERNAL_ASSET = re.compile(

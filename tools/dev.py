@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One entry point for the two things a newcomer does: build the book, run the tests.
 
-    python3 tools/dev.py book       # build the HTML book into _build/html
+    python3 tools/dev.py book       # build the HTML book into _build/html, and the whole book as
+                                    # one PDF beside it (_build/html/ensvote.pdf; needs Chromium)
     python3 tools/dev.py test       # unit tests, nbval on every notebook, strict book build,
                                     # every page of the book checked in headless Chromium,
                                     # then nbval on every notebook again under an emulated older CPU
@@ -121,6 +122,11 @@ def main(argv):
     if argv[0] == "book":
         run([BIN / "jupyter-book", "build", ".", "-W", "-n", "--keep-going"])
         print(f"[dev] book: {ROOT / '_build' / 'html' / 'index.html'}")
+        print("[dev] the whole book as one PDF (tools/book_pdf.py, about a minute)", flush=True)
+        if not Path(os.environ.get("ENSVOTE_CHROMIUM", "/usr/bin/chromium")).exists():
+            print("[dev] no PDF: it is printed by Chromium; install Debian's chromium (apt-get install chromium)")
+        else:
+            run([PY, ROOT / "tools" / "book_pdf.py"])
     elif argv[0] == "test":
         run([PY, "-m", "pytest", *argv[1:]])
         if len(argv) == 1:  # the whole suite: the notebooks must give the same outputs on an older CPU too
