@@ -9,12 +9,13 @@ It does three things the stock Jupyter Book 1.x stack does not:
    style of the same name prints the same year (with its letter) in the text,
    "Breiman (1996a)" / "(Breiman, 1996a)", so a citation and its bibliography
    entry read alike.
-2. **Explicit ``\\tag`` in multi-line displays.**  Sphinx wraps a display that
-   contains ``\\\\`` in ``\\begin{split}``, where MathJax rejects ``\\tag``.
-   A display that carries a ``\\tag{...}`` (the book's paper equations,
-   e.g. ``\\tag{HL 7}``) is written with the tag outside the ``split``; the
-   anchor of such an unlabelled display moves to an empty target just before it,
-   so that Sphinx's per-chapter numbering counts only the book's own labelled
+2. **Paper equation numbers like the book's own.**  A display that carries a
+   ``\\tag{...}`` (the book's paper equations, e.g. ``\\tag{HL 7}``) shows
+   its tag as Sphinx shows a labelled equation's number: ``(HL 7)`` in the
+   text's font with a permalink to the display's anchor, not set by MathJax
+   (which also rejected ``\\tag`` inside Sphinx's ``split``).  The anchor of
+   such an unlabelled display moves to an empty target just before it, so that
+   Sphinx's per-chapter numbering counts only the book's own labelled
    equations.
 3. **No duplicated inline scripts.**  Sphinx 7.4 re-adds inline scripts that
    extensions register after the builder starts (``filename=None`` vs ``''``),
@@ -25,6 +26,7 @@ It does three things the stock Jupyter Book 1.x stack does not:
 
 from collections import Counter
 from dataclasses import dataclass, field
+import html
 import re
 
 from docutils import nodes
@@ -193,17 +195,34 @@ class AnchorUnnumberedMath(SphinxTransform):
 _TAG = re.compile(r"\\tag\*?\{[^{}]*\}")
 
 
-def tags_outside_split(app, doctree, docname):
-    """Write a multi-line display that has ``\\tag{...}`` as ``\\[\\begin{split}..\\end{split}\\tag{..}\\]``."""
+def _anchor_of(math):
+    """The id a link to this display should use: the target just before it, or its container's."""
+    parent = math.parent
+    i = parent.index(math)
+    if i and isinstance(parent[i - 1], nodes.target) and parent[i - 1]["ids"]:
+        return parent[i - 1]["ids"][0]
+    if isinstance(parent, nodes.container) and parent["ids"]:
+        return parent["ids"][0]
+    return None
+
+
+def paper_equation_numbers(app, doctree, docname):
+    """Set a display's ``\\tag{...}`` as the book's own numbers are set: ``(HL 7)`` in the text's font, with a permalink.
+
+    The tag leaves the LaTeX and becomes ``<span class="eqno">(HL 7)<a class="headerlink" ...>#</a></span>``,
+    the markup Sphinx gives a labelled equation, linking to the display's anchor (the MyST target before it).
+    A multi-line display is wrapped in ``split`` (``aligned`` for blank-line separated parts) as Sphinx would.
+    """
     if app.builder.format != "html":
         return
-    for math in doctree.findall(nodes.math_block):
+    prefix, suffix = app.config.mathjax_display
+    for math in list(doctree.findall(nodes.math_block)):
         text = math.astext()
-        if math.get("nowrap") or math.get("number") or not _TAG.search(text):
+        if math.get("nowrap") or math.get("number"):
             continue
         tags = _TAG.findall(text)
-        if len(tags) > 1:
-            continue  # MathJax reports "Multiple \tag"; leave it visible
+        if len(tags) != 1:
+            continue  # none, or several (MathJax reports "Multiple \tag"; leave it visible)
         body = _TAG.sub("", text).strip()
         parts = [p for p in body.split("\n\n") if p.strip()]
         if len(parts) > 1:
@@ -211,15 +230,14 @@ def tags_outside_split(app, doctree, docname):
         elif r"\\" in body:
             inner = r"\begin{split}" + body + r"\end{split}"
         else:
-            continue  # one line: Sphinx's own wrapping keeps the tag at display level
-        prefix, suffix = app.config.mathjax_display
-        new = nodes.math_block(
-            text, prefix + inner + tags[0] + suffix, nowrap=True, number=None,
-            docname=math.get("docname"), label=None,
-        )
-        new["ids"] = math["ids"]
-        new["classes"] = math["classes"]
-        math.replace_self(new)
+            inner = body
+        label = html.escape(re.fullmatch(r"\\tag\*?\{([^{}]*)\}", tags[0]).group(1))
+        anchor = _anchor_of(math)
+        link = (f'<a class="headerlink" href="#{html.escape(anchor)}" title="Link to this equation">#</a>'
+                if anchor else "")
+        markup = (f'<div class="math notranslate nohighlight"><span class="eqno">({label}){link}</span>'
+                  f"{html.escape(prefix + inner + suffix, quote=False)}</div>")
+        math.replace_self(nodes.raw("", markup, format="html"))
 
 
 # --------------------------------------------------------------------------- scripts
@@ -246,6 +264,6 @@ def setup(app):
         "sphinxcontrib.bibtex.style.referencing", STYLE, AuthorYearReferences, force=True
     )
     app.add_transform(AnchorUnnumberedMath)
-    app.connect("doctree-resolved", tags_outside_split)
+    app.connect("doctree-resolved", paper_equation_numbers)
     app.connect("html-page-context", dedupe_scripts)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

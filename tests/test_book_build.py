@@ -146,6 +146,22 @@ def test_book_builds_strictly(book):
     assert (book.html / "index.html").exists()
 
 
+def test_paper_equations_are_numbered_and_linked_like_the_books_own(book):
+    # (HL n) and (SSM n) are set as Sphinx sets (3.2): a span.eqno in the text's font, with a permalink
+    if not (book.html / "index.html").exists():
+        pytest.fail(f"the book did not build:\n{book.log}")
+    found = {}
+    for page in sorted((book.html / "book").glob("*.html")):
+        text = page.read_text()
+        assert not re.search(r"\\tag\{(?:HL|SSM) ", text), f"{page.name}: a paper equation's number is left to MathJax"
+        for label, anchor in re.findall(r'<span class="eqno">\(((?:HL|SSM) \d+)\)<a class="headerlink" '
+                                        r'href="#([^"]+)" title="Link to this equation">#</a></span>', text):
+            assert f'id="{anchor}"' in text, f"{page.name}: ({label}) links to #{anchor}, which is not on the page"
+            found[label] = (page.name, anchor)
+    assert {f"HL {n}" for n in range(1, 10)} | {f"SSM {n}" for n in range(1, 9)} <= set(found), sorted(found)
+    assert found["HL 7"] == ("infinite.html", "hl-eq-7") and found["SSM 3"] == ("urn.html", "ssm-eq-3")
+
+
 def test_pdf_of_the_whole_book(book):
     if book.returncode is None:
         pytest.skip(f"ENSVOTE_BOOK_HTML is set: {book.log}, not built here")
