@@ -46,6 +46,9 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 WIDTHS = (1400, 800)
+#: Search buttons a reader can see (the theme puts one in the header and one in the sidebar).
+_JS_SEARCH_BOXES = """() => Array.from(document.querySelectorAll('button.search-button__button'))
+    .filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length"""
 HOST = "127.0.0.1"
 
 # Words from the workshop the book was made in; a reader must never see them.
@@ -493,6 +496,9 @@ class BookBrowser:
             page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             problems += [(f"overflow at {width}px", p) for p in page.evaluate(_JS_OVERFLOW)]
             problems += [(f"image at {width}px", p) for p in page.evaluate(_JS_IMAGE_SHAPES)]
+            boxes = page.evaluate(_JS_SEARCH_BOXES)
+            if boxes != 1:
+                problems.append((f"search at {width}px", f"{boxes} search boxes visible, not one"))
 
         text = page.evaluate(_JS_TEXT)
         for rx in JARGON:
