@@ -22,7 +22,6 @@ not a test).
 """
 
 import argparse
-import csv
 import time
 import warnings
 from pathlib import Path
@@ -32,6 +31,8 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
 import ensvote as ev
+
+from _results import write_csv  # beside this script
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "speed" / "first_predict.csv"
 FIELDS = ["n_members", "n_classes", "mode", "forest_fit_seconds", "fit_seconds", "forest_predict_seconds",
@@ -104,12 +105,7 @@ def main(argv=None):
             print(f"T={T:5d} l={l:3d} {mode:32s} fit {t_fit:6.1f} s (forest {t_forest_fit:6.1f} s)  first predict "
                   f"{t_first:7.3f} s = {t_first / t_forest:6.2f} x the forest's {t_forest:.3f} s, then "
                   f"{t_second:.3f} s; {trees:6.1f} trees{'; warned at fit' if slow else ''}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, FIELDS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    print(f"written {args.out}")
+    write_csv(args.out, FIELDS, rows)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ otherwise idle machine; nothing here asserts a time (a benchmark, not a test).
 """
 
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from sklearn.model_selection import train_test_split
 
 import ensvote as ev
 from ensvote import datasets
+
+from _results import write_csv  # beside this script
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "speed" / "fit.csv"
 FIELDS = ["section", "dataset", "n_train", "n_classes", "mode", "forest_seconds", "seconds", "fit_ratio"]
@@ -110,12 +111,7 @@ def main(argv=None):
                          "mode": f"{mode} ({kind})", "seconds": f"{t:.3f}"})
         print(f"first fit + predict, pima, {mode}: {cold:.1f} s with numba's cache empty, {cached:.1f} s cached, "
               f"{warm:.1f} s once warm", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, FIELDS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
-    print(f"written {args.out}")
+    write_csv(args.out, FIELDS, rows)
 
 
 if __name__ == "__main__":

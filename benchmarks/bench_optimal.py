@@ -23,7 +23,6 @@ from optimal are the threshold rules?" quotes them.
 """
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
@@ -33,6 +32,8 @@ import ensvote as ev
 from ensvote import datasets, optimal
 from ensvote.confidence import check_prior, uniform_prior
 from ensvote.experiments.registry import SUITES
+
+from _results import write_csv  # beside this script
 
 DELTAS = SUITES["headtohead"].params["paper"]["delta_grid"]
 OUT = Path(__file__).resolve().parents[1] / "results" / "speed" / "optimal.csv"
@@ -97,12 +98,7 @@ def main():
             times.append(time.perf_counter() - t0)
         print(f"OptimalRule.from_oob_votes {name}, the {len(DELTAS)} budgets of the head-to-head sweep: "
               f"{min(times):.2f} s ({min(times) / len(DELTAS):.2f} s a budget)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows_out)
-    print("wrote", args.out)
+    write_csv(args.out, FIELDS, rows_out)
 
 
 if __name__ == "__main__":

@@ -502,27 +502,8 @@ def test_records_are_the_same_bytes_on_an_older_cpu(tmp_path):
     assert differ == []
 
 
-def _within(seconds, f, *args, **kwargs):
-    """f(*args, **kwargs), failing the test (not hanging it) if it takes longer than ``seconds``."""
-    box = {}
-
-    def call():
-        try:
-            box["value"] = f(*args, **kwargs)
-        except BaseException as exc:  # handed back to the test
-            box["error"] = exc
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"{f.__name__} still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 @pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
-def test_only_regular_files_of_bounded_size_are_read(kind, good, tmp_path, monkeypatch):
+def test_only_regular_files_of_bounded_size_are_read(kind, good, tmp_path, monkeypatch, within):
     """A FIFO at a record path hung run and aggregate; /dev/zero or a 3 GB file was read without bound."""
     out = _copy(good, tmp_path)
     path = experiments.record_path(out, SUITE, PROFILE, *TARGET)
@@ -536,12 +517,12 @@ def test_only_regular_files_of_bounded_size_are_read(kind, good, tmp_path, monke
             fh.truncate(3 * 2**30)
     why = {"fifo": "not a regular file", "device": "not a regular file", "huge": "3,221,225,472 bytes, more than"}[kind]
     with pytest.raises(experiments.RecordError, match=f"bad record {path}: {why}"):
-        _within(20, experiments.read_record, path)
+        within(20, experiments.read_record, path)
     with pytest.raises(experiments.RecordSetError, match="1 bad record"):
-        _within(20, experiments.aggregate, SUITE, PROFILE, out=out)
+        within(20, experiments.aggregate, SUITE, PROFILE, out=out)
     calls = []
     monkeypatch.setattr(experiments.schedule, "run_task", _fake_run_task(good, calls))
     with pytest.warns(experiments.RecordWarning, match="moved to r001.json.gz.bad"):
-        s = _within(30, experiments.run, SUITE, PROFILE, out=out, progress=False)
+        s = within(30, experiments.run, SUITE, PROFILE, out=out, progress=False)
     assert s["bad_records"] == [path] and calls == [TARGET]
     assert path.read_bytes() == good[1][TARGET]

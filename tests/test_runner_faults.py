@@ -204,27 +204,8 @@ def test_concurrent_runners_neither_abort_nor_compute_a_task_twice(good, tmp_pat
 # --------------------------------------------------------------------------
 # 5. a listener that is not a Dask scheduler
 # --------------------------------------------------------------------------
-def _within(seconds, f, *args):
-    """f(*args) in a daemon thread, failing the test (not hanging it) after ``seconds``."""
-    box = {}
-
-    def call():
-        try:
-            box["value"] = f(*args)
-        except BaseException as exc:  # handed back to the test
-            box["error"] = exc
-
-    t = threading.Thread(target=call, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 @pytest.mark.parametrize("answer", [None, b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/html\r\n\r\n<p>no</p>\n"])
-def test_a_listener_that_is_not_a_scheduler_fails_within_the_timeout(tmp_path, capsys, monkeypatch, answer):
+def test_a_listener_that_is_not_a_scheduler_fails_within_the_timeout(tmp_path, capsys, monkeypatch, answer, within):
     """A silent listener, or one answering HTTP, hung ``Client`` forever despite its timeout."""
     monkeypatch.setattr(experiments.schedule, "SCHEDULER_TIMEOUT", 1)
     with socket.socket() as sock:
@@ -238,7 +219,7 @@ def test_a_listener_that_is_not_a_scheduler_fails_within_the_timeout(tmp_path, c
             threading.Thread(target=serve, daemon=True).start()
         before = {t for t in threading.enumerate() if not t.daemon}
         t0 = time.monotonic()
-        status = _within(15, main, ["run", "circle", "--profile", "smoke", "--out", str(tmp_path),
+        status = within(15, main, ["run", "circle", "--profile", "smoke", "--out", str(tmp_path),
                                     "--scheduler", address])
         took = time.monotonic() - t0
     err = _lines(capsys.readouterr().err)
