@@ -673,7 +673,7 @@ class UrnRule(HaltingRule):
         if self._uses_bound(n_classes):
             self._check_bound_size(n_classes, build=True)
         elif (n_classes > 2 and self.method == "exact" and self._support is None
-              and power_exceeds(self.n_members + 1, n_classes, MAX_DENSE_TABLE)
+              and self._beyond_dense(n_classes)
               and n_classes * self.n_members ** 3 > MAX_EXACT_WORK):
             raise ValueError(
                 f"method='exact' computes Eq. 3 for {n_classes} classes vote vector by vector, at a cost of "
@@ -683,13 +683,21 @@ class UrnRule(HaltingRule):
         elif self._dense(n_classes) is None:  # tables are built now, not on the first request
             self._stop_bits(n_classes)
 
+    def _beyond_dense(self, l):
+        """Whether the dense table of ``l`` classes would exceed ``MAX_DENSE_TABLE`` entries."""
+        return power_exceeds(self.n_members + 1, l, MAX_DENSE_TABLE)
+
+    def _has_stop_bits(self, l):
+        """Whether ``l``-class decisions are kept as stop bits (two classes beyond the dense table)."""
+        return l == 2 and self.n_members <= MAX_STOP_BITS_T and self._beyond_dense(2)
+
     def _uses_bound(self, l):
         """Whether ``l``-class confidences come from the union bound (:mod:`ensvote.manyclass`)."""
         if self._pair_prior is not None:
             return True
         if self._support is not None or self.method == "exact" or l == 2:
             return False
-        return self.method == "bound" or power_exceeds(self.n_members + 1, l, MAX_DENSE_TABLE)
+        return self.method == "bound" or self._beyond_dense(l)
 
     def _check_bound_size(self, l, build=False):
         """Refuse (ValueError naming the limit) a union-bound table above ``MAX_PAIR_TABLE_BYTES``.
@@ -746,7 +754,7 @@ class UrnRule(HaltingRule):
     def _dense(self, l):
         """:meth:`table` without the checks (cached; None beyond ``MAX_DENSE_TABLE`` or with the bound)."""
         T = self.n_members
-        if power_exceeds(T + 1, l, MAX_DENSE_TABLE) or self._uses_bound(l):
+        if self._beyond_dense(l) or self._uses_bound(l):
             return None
         own = self.__dict__.setdefault("_dense_tables", {})  # the rule's own, then the shared cache
         if l in own:
@@ -803,7 +811,7 @@ class UrnRule(HaltingRule):
     def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         T = self.n_members
-        if power_exceeds(T + 1, n_classes, MAX_DENSE_TABLE):
+        if self._beyond_dense(n_classes):
             return None  # on-demand confidences: tabulating every state would be slow
         prior = None if self._support is None else self._prior_key
         if self._uses_bound(n_classes):
@@ -887,7 +895,7 @@ class UrnRule(HaltingRule):
         None where the decisions come from a confidence table or on demand.
         """
         T = self.n_members
-        if l != 2 or T > MAX_STOP_BITS_T or not power_exceeds(T + 1, 2, MAX_DENSE_TABLE):
+        if not self._has_stop_bits(l):
             return None
         bits = self.__dict__.get("_bits")  # the rule's own, then the shared cache
         if bits is None:
@@ -926,8 +934,7 @@ class UrnRule(HaltingRule):
         UrnRule has no table for T=20001 members and 2 classes ... rule='infinite' ...
         """
         T, l = self.n_members, int(n_classes)
-        if (self._uses_bound(l) or not power_exceeds(T + 1, l, MAX_DENSE_TABLE)
-                or (l == 2 and T <= MAX_STOP_BITS_T)):
+        if self._uses_bound(l) or not self._beyond_dense(l) or self._has_stop_bits(l):
             return None
         if l == 2:
             limit, largest = f"T above MAX_STOP_BITS_T = {MAX_STOP_BITS_T:,}", MAX_STOP_BITS_T
