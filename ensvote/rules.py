@@ -221,6 +221,7 @@ class HaltingRule:
         >>> ExactRule(5).on_demand_warning(2) is None
         True
         """
+        check_positive_int(n_classes, name="n_classes", minimum=2)
         return None
 
     def prepare(self, n_members: int | None, n_classes: int | None) -> None:
@@ -933,7 +934,7 @@ class UrnRule(HaltingRule):
         >>> print(UrnRule(T=20_001).on_demand_warning(2))  # doctest: +ELLIPSIS
         UrnRule has no table for T=20001 members and 2 classes ... rule='infinite' ...
         """
-        T, l = self.n_members, int(n_classes)
+        T, l = self.n_members, check_positive_int(n_classes, name="n_classes", minimum=2)
         if self._uses_bound(l) or not self._beyond_dense(l) or self._has_stop_bits(l):
             return None
         if l == 2:

@@ -547,3 +547,10 @@ def test_the_decide_contract_is_checked(f, err, match):
     with pytest.raises(err):
         _Returns(f).stop(np.array([[2, 1], [3, 0]]))
     assert ev.halt(votes, _Returns(lambda c: c.sum(-1) >= 3)).n_queried.max() == 3
+
+
+@pytest.mark.parametrize("rule", [ev.UrnRule(11), ev.ExactRule(11), ev.InfiniteRule()], ids=["urn", "exact", "infinite"])
+@pytest.mark.parametrize("bad, exc", [(1, ValueError), (0, ValueError), ("2", TypeError), (2.5, TypeError)])
+def test_on_demand_warning_refuses_a_bad_number_of_classes(rule, bad, exc):
+    with pytest.raises(exc, match="n_classes"):
+        rule.on_demand_warning(bad)
