@@ -26,9 +26,7 @@ import html.parser
 import http.server
 import os
 import re
-import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -115,8 +113,7 @@ def book(tmp_path_factory):
     reuse = os.environ.get("ENSVOTE_BOOK_HTML")
     if reuse:
         return Build(None, f"reused {reuse}", Path(reuse))
-    jb = Path(sys.executable).parent / "jupyter-book"
-    exe = str(jb) if jb.exists() else shutil.which("jupyter-book")
+    exe = _book_pdf().jupyter_book()
     assert exe, "jupyter-book is not installed in this environment"
     out = tmp_path_factory.mktemp("book")
     proc = subprocess.run(

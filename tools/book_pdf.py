@@ -24,11 +24,15 @@ CHROMIUM = Path(os.environ.get("ENSVOTE_CHROMIUM", "/usr/bin/chromium"))
 PDF_NAME = "ensvote.pdf"
 
 
+def jupyter_book():
+    """The ``jupyter-book`` command of this Python environment (else the one on PATH)."""
+    jb = Path(sys.executable).parent / "jupyter-book"
+    return str(jb) if jb.exists() else shutil.which("jupyter-book")
+
+
 def single_page(work):
     """Build the book as one HTML page under ``work``; the page's path."""
-    jb = Path(sys.executable).parent / "jupyter-book"
-    exe = str(jb) if jb.exists() else shutil.which("jupyter-book")
-    proc = subprocess.run([exe, "build", str(ROOT), "--builder", "singlehtml", "--path-output", str(work),
+    proc = subprocess.run([jupyter_book(), "build", str(ROOT), "--builder", "singlehtml", "--path-output", str(work),
                            "-W", "-n", "--keep-going"], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode:
         raise RuntimeError("the single-page build failed:\n" + proc.stdout[-4000:] + proc.stderr[-4000:])
