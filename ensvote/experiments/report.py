@@ -8,7 +8,7 @@ import pandas as pd
 
 from .._utils import significant
 
-__all__ = ["compare_with_published", "listing", "glue", "GLUE_DIGITS"]
+__all__ = ["compare_with_published", "listing", "glue", "coloured_marks", "GLUE_DIGITS"]
 
 #: Significant digits of every float a chapter glues into its text; no sentence shows more
 #: (tests/test_glue.py checks every ``{glue:text}`` format against it).
@@ -43,6 +43,35 @@ def glue(name, variable, display=True):
     if isinstance(variable, (float, np.floating)):
         variable = significant(variable, GLUE_DIGITS)
     return myst_glue(name, variable, display)
+
+
+#: How :func:`coloured_marks` shows the marks of :func:`compare_with_published` in HTML.
+MARKS = {"✓": '<span style="color: #5b8c5a">✓</span>',  # muted green
+         "✗": '<span style="color: #d32f2f; font-weight: bold">✗</span>'}  # red: the few ✗ stand out
+
+
+def coloured_marks(cell: str) -> str:
+    """``cell`` (a table cell's text) with each ✓ in muted green and each ✗ in bold red, as HTML.
+
+    For a styled comparison table: ``styler.format(lambda v: coloured_marks(v) if isinstance(v, str) else v)``.
+
+    Parameters
+    ----------
+    cell : str
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import coloured_marks
+    >>> coloured_marks("8.02±0.58 ✗")
+    '8.02±0.58 <span style="color: #d32f2f; font-weight: bold">✗</span>'
+    """
+    for mark, html in MARKS.items():
+        cell = cell.replace(mark, html)
+    return cell
 
 
 def listing(items, conj="and"):
