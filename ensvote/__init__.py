@@ -11,7 +11,7 @@ ensemble once its outcome is (almost) certain:
   :func:`expected_queries`;
 
 plus the engine :func:`halt`, the rules :class:`ExactRule` and
-:class:`FixedRule`, the Bayes-optimal policy for a disagreement budget
+:class:`FixedRule`, the margin rule :class:`MarginRule`, the Bayes-optimal policy for a disagreement budget
 :class:`OptimalRule` (with :func:`policy_value`), and the scikit-learn
 meta-estimator :class:`HaltingClassifier`.  Rules keep the tables they
 build in bounded caches; :func:`clear_caches` empties them and
@@ -37,7 +37,7 @@ from .engine import HaltResult, halt
 from .expected import expected_queries
 from .optimal import OptimalRule, policy_value
 from .priors import oob_prior
-from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, SlowVoteWarning, UrnRule
+from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, MarginRule, SlowVoteWarning, UrnRule
 
 __version__ = "0.2.0"
 
@@ -73,6 +73,7 @@ __all__ = [
     "UrnRule",
     "ExactRule",
     "FixedRule",
+    "MarginRule",
     "SlowVoteWarning",
     "cache_info",
     "clear_caches",

@@ -17,9 +17,8 @@ from . import kernel
 from ._utils import SEED
 from ._validation import check_probability
 from .engine import HaltResult, TreeEnsemble
-from .optimal import OptimalRule, check_budget, check_classes
-from .priors import oob_prior
-from .rules import RULE_NAMES, HaltingRule, UrnRule, make_rule
+from .optimal import OptimalRule, check_budget
+from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
 
@@ -64,13 +63,15 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         ``RandomForestClassifier(n_estimators=101, random_state=ensvote.SEED)``.
         Bagging members must be classifiers with a ``tree_`` (decision trees).
     rule : {"urn", "infinite", "exact", "optimal"} or HaltingRule, default="urn"
-        ``"urn"``: :class:`~ensvote.UrnRule` (Soto et al. 2016); ``"infinite"``:
+        A name of the registry :data:`ensvote.rules.REGISTRY` whose rule is set
+        by ``confidence``, ``disagreement`` or nothing: ``"urn"``:
+        :class:`~ensvote.UrnRule` (Soto et al. 2016); ``"infinite"``:
         :class:`~ensvote.InfiniteRule` (Hernández-Lobato et al. 2011); ``"exact"``:
         :class:`~ensvote.ExactRule`; ``"optimal"``: :class:`~ensvote.OptimalRule`,
         the fewest expected members for the disagreement budget
         ``disagreement`` (budget mode; two or three classes, at most 101
         members).  A rule object is used as given (its ``T`` must equal the
-        number of members).
+        number of members), e.g. ``MarginRule(k=5)``.
     confidence : float in (0, 1), default=0.99
         Threshold (α or π) for the threshold rules given by name.
     prior : {"auto", "oob", "uniform"} or array, default="auto"
@@ -280,26 +281,38 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 "estimator must be a voting ensemble: RandomForestClassifier, ExtraTreesClassifier "
                 f"or BaggingClassifier; got {type(est).__name__}"
             )
-        names = (*RULE_NAMES, "optimal")
         if not isinstance(self.rule, (str, HaltingRule)):
-            raise TypeError(f"rule must be one of {', '.join(map(repr, names))} or a HaltingRule, got {self.rule!r}")
-        if isinstance(self.rule, str) and self.rule not in names:
-            raise ValueError(f"unknown rule {self.rule!r}; valid names: {', '.join(names)} (or pass a HaltingRule)")
+            raise TypeError(f"rule must be one of {', '.join(map(repr, REGISTRY))} or a HaltingRule, "
+                            f"got {self.rule!r}")
         if isinstance(self.prior, str) and self.prior not in ("auto", "oob", "uniform"):
             raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {self.prior!r}")
         check_probability(self.confidence, name="confidence")
         kernel.resolve_n_jobs(self.n_jobs)  # a bad n_jobs fails here
-        if isinstance(self.rule, str) and self.rule == "optimal":
+        cls = self._rule_class()
+        if cls is not None and cls.strength == "disagreement":
             if self.disagreement is None:
-                raise ValueError("rule='optimal' needs a budget: pass disagreement=δ, e.g. disagreement=0.01")
+                raise ValueError(f"rule={self.rule!r} needs a budget: pass disagreement=δ, e.g. disagreement=0.01")
             check_budget(self.disagreement, name="disagreement")
         elif self.disagreement is not None:
+            budgets = ", ".join(repr(n) for n, c in REGISTRY.items() if c.strength == "disagreement")
             raise ValueError(
-                f"disagreement is the budget of rule='optimal'; rule={self.rule!r} takes confidence instead")
+                f"disagreement is the budget of rule={budgets}; rule={self.rule!r} takes confidence instead")
         return est
 
+    def _rule_class(self):
+        """The registered class ``rule`` names (None for a rule object); refuses a name the classifier cannot build."""
+        if not isinstance(self.rule, str):
+            return None
+        cls = REGISTRY.get(self.rule)
+        if cls is None:
+            raise ValueError(f"unknown rule {self.rule!r}; valid names: {', '.join(map(repr, REGISTRY))} "
+                             "(or pass a HaltingRule)")
+        if cls.strength not in (None, "confidence", "disagreement"):
+            raise ValueError(f"rule={self.rule!r} is set by its {cls.strength}, which HaltingClassifier has no "
+                             f"parameter for: pass the rule object, e.g. rule={cls.__name__}({cls.strength}=...)")
+        return cls
+
     def _fit(self, est, X, y, **fit_params):
-        budget_mode = isinstance(self.rule, str) and self.rule == "optimal"
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", accept_sparse=["csr", "csc"])
         check_classification_targets(y)
         if len(np.unique(y)) < 2:
@@ -320,21 +333,14 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             [np.asarray(m.classes_).take(np.argmax(m.tree_.value[:, 0, :], axis=1)) for m in members],
             len(self.classes_))
         self.oob_votes_ = self._oob_votes(X, validated=True) if getattr(self.estimator_, "bootstrap", False) else None
-        if budget_mode:
-            check_classes(len(self.classes_))  # before the out-of-bag prior is estimated
-        if budget_mode and self._prior_choice() == "oob":
-            # the budget met on rows the prior was not estimated from (deconvolved prior, cross-validated budget)
-            votes = self.oob_votes_ if self.oob_votes_ is not None else self._oob_votes(X, validated=True)
-            self.rule_ = OptimalRule.from_oob_votes(votes, self.n_members_, self.disagreement)
-            self.prior_ = self.rule_.prior
-        elif budget_mode:
-            self.prior_ = self._build_prior(X, y)
-            self.rule_ = OptimalRule(self.n_members_, self.disagreement, prior=self.prior_,
-                                     n_classes=len(self.classes_))
-        else:
-            self.prior_ = self._build_prior(X, y)
-            self.rule_ = make_rule(self.rule, n_members=self.n_members_, confidence=self.confidence,
-                                   prior=self.prior_)
+        named = self._rule_class()
+        strength = None if named is None else {"confidence": self.confidence,
+                                               "disagreement": self.disagreement}.get(named.strength)
+        self.rule_ = make_rule(self.rule, n_members=self.n_members_, strength=strength,
+                               n_classes=len(self.classes_), prior=self._prior_choice(),
+                               oob_votes=lambda: self.oob_votes_ if self.oob_votes_ is not None
+                               else self._oob_votes(X, validated=True))
+        self.prior_ = getattr(self.rule_, "prior", None)
         optimal = isinstance(self.rule_, OptimalRule)
         self.expected_members_ = self.rule_.expected_members if optimal else None
         self.expected_disagreement_ = self.rule_.expected_disagreement if optimal else None
@@ -360,19 +366,6 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             if prior in ("oob", "uniform"):
                 return prior
             raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {prior!r}")
-        return prior
-
-    def _build_prior(self, X, y):
-        if isinstance(self.rule, (UrnRule, OptimalRule)):
-            return self.rule.prior
-        if not (isinstance(self.rule, str) and self.rule in ("urn", "optimal")):
-            return None
-        prior = self._prior_choice()
-        if isinstance(prior, str):
-            if prior == "uniform":
-                return None
-            votes = self.oob_votes_ if self.oob_votes_ is not None else self._oob_votes(X, validated=True)
-            return oob_prior(votes, self.n_members_)
         return prior
 
     def oob_votes(self, X: ArrayLike) -> NDArray[np.int64]:

@@ -31,10 +31,10 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, special, stats
 
+from ._urn import log_split, ratio_from_logs
 from ._utils import check_random_state
 from ._validation import (MAX_ENTRIES, MAX_T, check_counts, check_label, check_nonnegative_float, check_positive_int,
                           check_size)
@@ -463,16 +463,6 @@ def _prior_probs(values):
     return probs
 
 
-def _ratio_from_logs(log_num, log_rest):
-    """num / (num + rest) from their logs, accurate when either is tiny."""
-    with np.errstate(invalid="ignore"):
-        return np.where(
-            np.isneginf(log_num) & np.isneginf(log_rest),
-            np.nan,
-            special.expit(log_num - log_rest),
-        )
-
-
 def finite_confidence(counts: ArrayLike, T: int, prior: PriorLike = None, label: ArrayLike | None = None, *,
                       max_terms: int = 2_000_000, n_mc: int = 200_000,
                       random_state: int | np.random.Generator | None = None) -> NDArray[np.float64]:
@@ -605,7 +595,7 @@ def _finite_uniform_multiclass(t, i, T, max_terms, n_mc, random_state):
                       + np.sum(special.gammaln(rem + alpha) - special.gammaln(alpha)
                                - special.gammaln(rem + 1.0), axis=1))
             win = np.argmax(rem + row, axis=1) == k
-            out[r] = _ratio_from_logs(special.logsumexp(np.where(win, logpmf, -np.inf)),
+            out[r] = ratio_from_logs(special.logsumexp(np.where(win, logpmf, -np.inf)),
                                       special.logsumexp(np.where(win, -np.inf, logpmf)))
         else:
             if rng is None:
@@ -616,61 +606,10 @@ def _finite_uniform_multiclass(t, i, T, max_terms, n_mc, random_state):
     return out.reshape(t.shape[:-1])
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _split_log_mass(t, label, support, base, final, log_fact):
-    """Per vote vector ``t[r]``: log of the posterior mass on urns whose majority is ``label[r]``, and on the rest.
-
-    Up to a term common to all urns (``-sum_c log t_c!``, which cancels in
-    P*), the log posterior of support point ``k`` is ``base[k] - sum_c
-    log (support[k, c] - t[r, c])!`` with ``base[k] = log P(k) + sum_c log
-    support[k, c]!`` (zero where ``t`` exceeds the urn); each group is summed
-    as log-sum-exp, shifted by its maximum.
-    """
-    n, l = t.shape
-    m = support.shape[0]
-    num = np.empty(n)
-    rest = np.empty(n)
-    for r in prange(n):
-        logw = np.empty(m)
-        top_win = -np.inf
-        top_rest = -np.inf
-        for k in range(m):
-            lw = base[k]
-            for c in range(l):
-                d = support[k, c] - t[r, c]
-                if d < 0:
-                    lw = -np.inf
-                    break
-                lw -= log_fact[d]
-            logw[k] = lw
-            if final[k] == label[r]:
-                top_win = max(top_win, lw)
-            else:
-                top_rest = max(top_rest, lw)
-        sum_win = 0.0
-        sum_rest = 0.0
-        for k in range(m):
-            if logw[k] > -np.inf:
-                if final[k] == label[r]:
-                    sum_win += np.exp(logw[k] - top_win)
-                else:
-                    sum_rest += np.exp(logw[k] - top_rest)
-        num[r] = top_win + np.log(sum_win) if sum_win > 0 else -np.inf
-        rest[r] = top_rest + np.log(sum_rest) if sum_rest > 0 else -np.inf
-    return num, rest
-
-
 def _finite_with_prior(t, i, support, probs):
     l = t.shape[-1]
-    flat_t = np.ascontiguousarray(t.reshape(-1, l), dtype=np.int64)
-    support = np.ascontiguousarray(support, dtype=np.int64)
-    keep = probs > 0
-    support, probs = support[keep], probs[keep]
-    log_fact = special.gammaln(np.arange(int(max(support.max(initial=0), flat_t.max(initial=0))) + 1) + 1.0)
-    base = np.log(probs) + log_fact[support].sum(axis=1)
-    num, rest = _split_log_mass(flat_t, np.ascontiguousarray(i.reshape(-1), dtype=np.int64), support, base,
-                                np.argmax(support, axis=1), log_fact)
-    return _ratio_from_logs(num, rest).reshape(t.shape[:-1])
+    num, rest = log_split(t.reshape(-1, l), i.reshape(-1), support, probs)
+    return ratio_from_logs(num, rest).reshape(t.shape[:-1])
 
 
 #: The memoised functions of this module, emptied by :func:`ensvote.clear_caches`.

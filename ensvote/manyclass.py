@@ -40,6 +40,7 @@ import numpy as np
 from scipy import special
 
 from ._cache import BoundedCache
+from ._urn import backward_levels
 from ._validation import check_counts, check_positive_int
 
 __all__ = [
@@ -298,10 +299,11 @@ def _uniform_values(T, l, base, size):
 def _prior_values(T, probs, base, size):
     """Eq. 3 per leader class for a prior on the reduced urn ``(T_c, T_j, T - T_c - T_j)``.
 
-    Backward induction on the number of votes seen: the probability ``Q`` of a
-    reduced count vector ``(a, b, o)`` under the prior and its part ``R`` with
-    the rival ahead at the end obey the multivariate hypergeometric recursion
-    ``X_s(a, b) = [(a+1) X_{s+1}(a+1, b) + (b+1) X_{s+1}(a, b+1) + (o+1) X_{s+1}(a, b)] / (s+1)``;
+    Backward induction on the number of votes seen (the urn's recursion,
+    :func:`ensvote._urn.backward_levels`, on the three colours leader, rival
+    and the rest): the probability ``Q`` of a reduced count vector
+    ``(a, b, o)`` under the prior and its part ``R`` with the rival ahead at
+    the end;
     ``f = R / Q`` (1 where ``Q = 0``: a vote vector the prior rules out never stops).
     """
     k = probs.shape[0]
@@ -320,13 +322,8 @@ def _prior_values(T, probs, base, size):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(q > 0, np.minimum(r / q, 1.0), 1.0)
 
-    _store(out, base, T, ratio(X, T))
-    for s in range(T - 1, -1, -1):
-        wa = (a[: s + 1] + 1.0) / (s + 1)
-        wb = (b[:, : s + 1] + 1.0) / (s + 1)
-        wo = np.maximum(s - a[: s + 1] - b[:, : s + 1] + 1.0, 0.0) / (s + 1)
-        X = wa * X[..., 1: s + 2, : s + 1] + wb * X[..., : s + 1, 1: s + 2] + wo * X[..., : s + 1, : s + 1]
-        _store(out, base, s, ratio(X, s))
+    for s, _, Xs, _ in backward_levels(X, 3, log=False):
+        _store(out, base, s, ratio(Xs, s))
     return out
 
 

@@ -48,19 +48,20 @@ import math
 import numbers
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Literal, NamedTuple
+from collections.abc import Callable, Hashable
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
 from ._cache import BoundedCache
+from ._urn import log_levels
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
 from .confidence import PriorLike, check_prior, uniform_prior
 from .priors import _check_deconvolution_arguments, _VoteMixture, oob_prior
-from .rules import HaltingRule, _prior_key, decided
+from .rules import HaltingRule, _prior_key, decided, register
 
 __all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
            "MAX_OPTIMAL_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
@@ -365,52 +366,24 @@ class _UrnModel:
     * ``loss``: ``d(t) = P(full majority != current majority | t)``;
     * ``trans[i]``: ``p_i(t)``, the probability that the next vote is for class ``i``.
 
-    The marginal probability ``q(t)`` of seeing the vote vector ``t`` after
-    ``s`` draws obeys ``q(t) = Σ_i q(t + e_i) (t_i + 1) / (s + 1)`` (drop one
-    of ``s + 1`` draws at random), and so does the part ``r_c(t)`` of it whose
-    urn has majority ``c``; both are run from ``q = P(T)`` at ``s = T`` down in
-    log space.  Then ``d(t) = Σ_{c ≠ c(t)} r_c(t) / q(t)`` and
+    From the urn's recursion (:func:`ensvote._urn.log_levels`): the
+    marginal probability ``q(t)`` of the vote vector ``t`` and its parts
+    ``r_c(t)`` whose urn has majority ``c`` give
+    ``d(t) = Σ_{c ≠ c(t)} r_c(t) / q(t)`` and
     ``p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))``.
     """
 
     def __init__(self, T, support, probs):
         self.T = T
         self.l = l = support.shape[1]
-        d = l - 1
-        with np.errstate(divide="ignore"):
-            logp = np.log(probs)
-        final = np.argmax(support, axis=1)
-        # terminal level: log q and log r_c over the grid of the first l - 1 counts
-        logq = np.full((T + 1,) * d, -np.inf)
-        logr = np.full((l,) + (T + 1,) * d, -np.inf)
-        idx = tuple(support[:, :-1].T)
-        logq[idx] = logp
-        logr[(final,) + idx] = logp
         self.valid, self.loss, self.trans, self.counts = ([None] * (T + 1) for _ in range(4))
-        self._store(T, logq, logr)
-        for s in range(T - 1, -1, -1):
-            t = self._grid(s)
-            shp = (s + 1,) * d
-            nr_terms, lw = [], []
-            for i in range(l):
-                sl = self._shift(s, i)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    w = np.log(np.maximum(t[i] + 1.0, 0.0))
-                w = np.broadcast_to(w, shp)
-                lw.append(logq[sl] + w)
-                nr_terms.append(logr[(slice(None),) + sl] + w)
-            stack = np.stack(lw)
-            with np.errstate(invalid="ignore"):
-                new_q = np.logaddexp.reduce(stack, axis=0) - np.log(s + 1.0)
-                new_r = np.logaddexp.reduce(np.stack(nr_terms), axis=0) - np.log(s + 1.0)
+        for s, t, logq, logr, terms in log_levels(T, support, probs):
+            if terms is not None:
                 # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))
-                trans = np.exp(stack - np.log(s + 1.0) - new_q)
-            ok = np.isfinite(new_q) & (t[-1] >= 0)
-            trans = np.where(ok, trans, 0.0)
-            self.trans[s] = trans
-            logq, logr = np.where(ok, new_q, -np.inf), np.where(ok, new_r, -np.inf)
-            self._store(s, logq, logr)
-        self.trans[T] = None
+                with np.errstate(invalid="ignore"):
+                    trans = np.exp(terms[:, 0] - np.log(s + 1.0) - logq)
+                self.trans[s] = np.where(np.isfinite(logq) & (t[-1] >= 0), trans, 0.0)
+            self._store(s, t, logq, logr)
         # the padded layout the compiled loops use (see above); level s is row s
         W, d = T + 1, l - 1
         block = [(slice(0, s + 1),) * d for s in range(T + 1)]
@@ -425,18 +398,7 @@ class _UrnModel:
         self.trans, self.loss, self.valid = trans, loss, valid
         self._policies, self._policies_lock = OrderedDict(), threading.Lock()
 
-    def _grid(self, s):
-        """The counts ``t_0 .. t_{l-1}`` at level ``s`` as broadcastable arrays (last may be negative)."""
-        g = list(np.indices((s + 1,) * (self.l - 1), sparse=True))
-        return g + [s - sum(g)]
-
-    def _shift(self, s, i):
-        """Index of level ``s + 1`` at ``t + e_i`` for every ``t`` of level ``s``."""
-        d = self.l - 1
-        return tuple(slice(1, s + 2) if a == i else slice(0, s + 1) for a in range(d))
-
-    def _store(self, s, logq, logr):
-        t = self._grid(s)
+    def _store(self, s, t, logq, logr):
         shp = (s + 1,) * (self.l - 1)
         full = np.stack([np.broadcast_to(g, shp) for g in t])
         ok = np.isfinite(logq) & (full[-1] >= 0)
@@ -630,6 +592,7 @@ def _meet_budget(model, delta, max_iter=200):
 # --------------------------------------------------------------------------
 # the rule
 # --------------------------------------------------------------------------
+@register
 class OptimalRule(HaltingRule):
     """The Bayes-optimal stopping policy for a disagreement budget δ (or a price λ).
 
@@ -692,10 +655,31 @@ class OptimalRule(HaltingRule):
     (26.52, 26.37)
     """
 
+    name, strength = "optimal", "disagreement"
+
     #: Set by :meth:`from_oob_votes`: the user's budget δ (``disagreement`` is then the cross-validated one).
     target_disagreement = None
     #: Set by :meth:`from_oob_votes`: the cross-validated disagreement of the budget used (a :class:`CrossValidatedBudget`).
     cross_validation = None
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Part of the registry: see :meth:`HaltingRule.from_params`.
+
+        ``strength`` is the budget δ (required); ``prior="oob"`` is the budget
+        mode on out-of-bag votes (:meth:`from_oob_votes`), any other prior is
+        passed to the constructor.
+        """
+        if strength is None:
+            raise ValueError("rule='optimal' needs a budget: pass disagreement=δ, e.g. disagreement=0.01")
+        check_budget(strength, name="disagreement")
+        if n_classes is not None:
+            check_classes(n_classes)  # before any prior is estimated
+        if isinstance(prior, str) and prior == "oob":
+            return cls.from_oob_votes(oob_votes(), n_members, strength)
+        return cls(n_members, strength, prior=None if isinstance(prior, str) and prior == "uniform" else prior,
+                   n_classes=n_classes)
 
     @classmethod
     def from_oob_votes(cls, oob_votes: ArrayLike, T: int, disagreement: float = 0.01, *, n_folds: int = 5,

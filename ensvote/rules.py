@@ -25,20 +25,22 @@ at least one vote.  Confidence must be strictly greater than the threshold.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable
-from typing import Literal
+from collections.abc import Callable, Hashable
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._cache import BoundedCache
+from ._urn import log_levels
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
                           check_size, power_exceeds)
 from .confidence import PriorLike, _prior_argument, check_prior, finite_confidence, infinite_confidence
 from .manyclass import PairPrior, _check_size, pair_table, urn_confidence_exact
 
-__all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "make_rule", "SlowVoteWarning"]
+__all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "MarginRule", "REGISTRY", "register",
+           "make_rule", "SlowVoteWarning"]
 
 #: Largest dense confidence table (number of entries, ``(T + 1) ** l``) an
 #: :class:`UrnRule` builds; beyond it confidences are computed on demand.
@@ -149,6 +151,43 @@ class HaltingRule:
 
     #: Size of the ensemble the rule is built for (``None``: any size).
     n_members = None
+    #: The name that selects the rule (:func:`register`); None: the rule is passed as an object.
+    name: str | None = None
+    #: The one parameter :meth:`from_params` takes as ``strength`` (``"confidence"``,
+    #: ``"disagreement"``, ``"k"``, ...), or None for a rule without one.
+    strength: str | None = None
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Build the rule selected by name (:func:`make_rule`, :class:`ensvote.HaltingClassifier`).
+
+        Parameters
+        ----------
+        strength : number or None
+            The rule's one parameter, named by :attr:`strength` (None: its default).
+        n_members : int
+            Ensemble size ``T``.
+        n_classes : int, optional
+            Number of classes ``l``.
+        prior : None, "uniform", "oob", array or (support, probs), optional
+            The prior of a rule that takes one; ``"oob"`` estimates it from
+            ``oob_votes``.
+        oob_votes : callable, optional
+            Returns the out-of-bag votes of the training rows (called only
+            by a rule that needs them).
+
+        Returns
+        -------
+        HaltingRule
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> UrnRule.from_params(0.95, n_members=101, prior="uniform")
+        UrnRule(T=101, confidence=0.95, prior=None)
+        """
+        raise NotImplementedError(f"{cls.__name__} has no name to be built by; pass it as an object")
 
     def stop(self, counts: ArrayLike) -> NDArray[np.bool_]:
         """Whether the vote may stop at these counts (validated; see :meth:`decide`).
@@ -288,6 +327,61 @@ class HaltingRule:
 
 
 # --------------------------------------------------------------------------
+#: The rules selectable by name, in the order error messages list them: name -> rule class.
+REGISTRY: dict[str, type[HaltingRule]] = {}
+
+
+def register(cls: type[HaltingRule]) -> type[HaltingRule]:
+    """Class decorator: make the rule class selectable by its :attr:`~HaltingRule.name`.
+
+    A rule class that sets ``name`` and ``strength`` and implements
+    :meth:`~HaltingRule.from_params` becomes selectable as
+    ``HaltingClassifier(rule=name)`` (when its strength is ``confidence``,
+    ``disagreement`` or None), by :func:`make_rule` and in the head-to-head.
+
+    Parameters
+    ----------
+    cls : type
+        A subclass of :class:`HaltingRule` with a str ``name`` not yet registered.
+
+    Returns
+    -------
+    type
+        ``cls`` itself.
+
+    Raises
+    ------
+    TypeError
+        ``cls`` is not a :class:`HaltingRule` subclass with a str name.
+    ValueError
+        Another class is registered under the name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.rules import REGISTRY, HaltingRule, make_rule, register
+    >>> @register
+    ... class Unanimous(HaltingRule):
+    ...     name, strength = "unanimous", "n"
+    ...     def __init__(self, n):
+    ...         self.n = n
+    ...     @classmethod
+    ...     def from_params(cls, strength=None, *, n_members, n_classes=None, prior=None, oob_votes=None):
+    ...         return cls(strength)
+    ...     def decide(self, t):
+    ...         return np.max(t, axis=-1) >= self.n
+    >>> make_rule("unanimous", n_members=11, strength=3).stop([[3, 0], [2, 1]])
+    array([ True, False])
+    >>> del REGISTRY["unanimous"]
+    """
+    if not (isinstance(cls, type) and issubclass(cls, HaltingRule) and isinstance(cls.name, str)):
+        raise TypeError("register takes a HaltingRule subclass with a str name")
+    if REGISTRY.get(cls.name, cls) is not cls:
+        raise ValueError(f"a rule named {cls.name!r} is already registered: {REGISTRY[cls.name].__name__}")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
 _TSTAR_CACHE = BoundedCache("t*(t; π) tables", 16)
 
 
@@ -314,6 +408,7 @@ def _t_star_table(pi, t_max):
     return lo
 
 
+@register
 class InfiniteRule(HaltingRule):
     """The stopping rule of Hernández-Lobato et al. (2011): stop when L(y*|t) > π.
 
@@ -347,8 +442,16 @@ class InfiniteRule(HaltingRule):
     (15.435, True)
     """
 
+    name, strength = "infinite", "confidence"
+
     def __init__(self, confidence: float = 0.99):
         self.confidence = check_probability(confidence, name="confidence")
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Part of the registry: see :meth:`HaltingRule.from_params` (the prior is not used)."""
+        return cls() if strength is None else cls(strength)
 
     def _params(self):
         return {"confidence": self.confidence}
@@ -471,62 +574,20 @@ def _prior_key(support, probs):
 def _urn_levels(T, l, support, probs):
     """P*(t, T) of the current majority, level by level: yields ``(s, idx, conf)`` for ``s = T, ..., 0``.
 
-    Backward induction on the number of votes seen, in log space.  With
-    ``q(t)`` the prior-marginal probability of the count vector ``t`` and
-    ``r_c(t)`` the part of it whose urn has majority ``c``,
-
-        q(t) = sum_i q(t + e_i) (t_i + 1) / (s + 1),    s = sum(t),
-
-    (the same recursion for every ``r_c``), starting from ``q = P(T)`` at
-    ``s = T``; then ``P*(t, T) = r_{c(t)}(t) / q(t)``.  Level ``s`` holds the
-    count vectors with ``sum(t) == s``: ``idx`` is the tuple of their ``l``
-    coordinate arrays and ``conf`` their confidences (NaN for states of
-    probability 0).  Memory ``O(l (T+1)^(l-1))``, time ``O(l^2 (T+1)^l)``.
+    From the urn's recursion (:func:`ensvote._urn.log_levels`):
+    ``P*(t, T) = r_{c(t)}(t) / q(t)`` with ``c(t)`` the current majority
+    (lowest index on ties).  ``idx`` is the tuple of the ``l`` coordinate
+    arrays of the vote vectors with ``s`` votes and ``conf`` their confidences
+    (NaN for vote vectors of probability 0).
     """
-    shape = (T + 1,) * (l - 1)
-    grids = np.indices(shape, sparse=True)
-    asum = sum(grids)
-    # terminal level: log prior, split by the majority of the urn
-    level = np.full((l + 1,) + shape, -np.inf)
-    with np.errstate(divide="ignore"):
-        logp = np.log(probs)
-    idx = tuple(support[:, :-1].T)
-    final = np.argmax(support, axis=1)
-    level[(0,) + idx] = logp
-    for c in range(l):
-        sel = final == c
-        level[(c + 1,) + tuple(a[sel] for a in idx)] = logp[sel]
-
-    def confidences(s, lev):
-        valid = asum <= s
-        last = s - asum
-        full = [np.broadcast_to(g, shape) for g in grids] + [np.broadcast_to(last, shape)]
-        cur = np.argmax(np.stack(full), axis=0)  # current majority, lowest index on ties
-        logr = np.take_along_axis(lev[1:], cur[None] + np.zeros((1,) + shape, dtype=int), axis=0)[0]
+    for s, t, logq, logr, _ in log_levels(T, support, probs):
+        full = np.stack([np.broadcast_to(g, logq.shape) for g in t])
+        cur = np.argmax(full, axis=0)  # current majority, lowest index on ties
         with np.errstate(invalid="ignore"):
-            val = np.exp(logr - lev[0])
-        val = np.where(np.isneginf(lev[0]), np.nan, val)
-        nz = np.nonzero(np.broadcast_to(valid, shape))
-        return nz + (np.broadcast_to(last, shape)[nz],), val[nz]
-
-    yield (T,) + confidences(T, level)
-    for s in range(T - 1, -1, -1):
-        terms = []
-        for i in range(l - 1):
-            sh = np.full_like(level, -np.inf)
-            src = [slice(None)] * (l)
-            dst = [slice(None)] * (l)
-            src[i + 1] = slice(1, None)
-            dst[i + 1] = slice(None, -1)
-            sh[tuple(dst)] = level[tuple(src)]
-            with np.errstate(divide="ignore"):
-                terms.append(sh + np.log(grids[i] + 1.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms.append(level + np.log(np.maximum(s - asum + 1.0, 0.0)))
-        new = np.logaddexp.reduce(np.stack(terms), axis=0) - np.log(s + 1.0)
-        new = np.where(asum <= s, new, -np.inf)
-        level = new
-        yield (s,) + confidences(s, level)
+            val = np.exp(np.take_along_axis(logr, cur[None], axis=0)[0] - logq)
+        val = np.where(np.isneginf(logq), np.nan, val)
+        nz = np.nonzero(full[-1] >= 0)
+        yield s, tuple(f[nz] for f in full), val[nz]
 
 
 def _urn_confidence_table(T, l, support, probs):
@@ -542,6 +603,7 @@ def _urn_confidence_table(T, l, support, probs):
     return conf
 
 
+@register
 class UrnRule(HaltingRule):
     """The rule of Soto et al. (2016): stop when P*(t, T) > α (their Eq. 3).
 
@@ -640,6 +702,18 @@ class UrnRule(HaltingRule):
             self._support, self._probs = check_prior(prior, self.n_members)
             self._prior_key = _prior_key(self._support, self._probs)
             self.n_classes = self._support.shape[1]
+
+    name, strength = "urn", "confidence"
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Part of the registry: see :meth:`HaltingRule.from_params`; ``prior="oob"`` is :func:`ensvote.oob_prior`."""
+        if isinstance(prior, str) and prior == "oob":
+            from .priors import oob_prior
+
+            prior = oob_prior(oob_votes(), n_members)
+        return cls(n_members, 0.99 if strength is None else strength, prior=prior)
 
     def __getstate__(self):
         # the tables the rule keeps are rebuilt on first use: a pickle holds the parameters only
@@ -952,6 +1026,7 @@ class UrnRule(HaltingRule):
             f"for {l} classes")
 
 
+@register
 class ExactRule(HaltingRule):
     """Stop when the remaining votes cannot change the outcome (RF* of Soto et al. 2016).
 
@@ -975,9 +1050,17 @@ class ExactRule(HaltingRule):
     array([ True, False, False])
     """
 
+    name = "exact"
+
     def __init__(self, T: int):
         self.n_members = check_positive_int(T, name="T", maximum=MAX_COUNT - 1,
                                             why="votes must be counted exactly")
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Part of the registry: see :meth:`HaltingRule.from_params` (no strength, no prior)."""
+        return cls(n_members)
 
     def _params(self):
         return {"T": self.n_members}
@@ -1020,6 +1103,7 @@ class ExactRule(HaltingRule):
         return np.all(ok, axis=-1)
 
 
+@register
 class FixedRule(HaltingRule):
     """Query the first ``n`` members for every row (the fixed-size FS of Hernández-Lobato et al. 2011).
 
@@ -1040,8 +1124,16 @@ class FixedRule(HaltingRule):
     (array([3, 3]), array([1, 1]))
     """
 
+    name, strength = "fixed", "n"
+
     def __init__(self, n: int):
         self.n = check_positive_int(n, name="n")
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Part of the registry: see :meth:`HaltingRule.from_params` (``strength`` is ``n``, default all members)."""
+        return cls(n_members if strength is None else strength)
 
     def _params(self):
         return {"n": self.n}
@@ -1060,23 +1152,73 @@ class FixedRule(HaltingRule):
         return t.sum(axis=-1) >= self.n
 
 
-RULE_NAMES = ("urn", "infinite", "exact")
+@register
+class MarginRule(HaltingRule):
+    """Stop when the current majority leads the runner-up by ``k`` votes.
 
-
-def make_rule(rule, *, n_members, confidence=0.99, prior=None):
-    """Build a rule from a name (``"urn"``, ``"infinite"``, ``"exact"``) or check a rule object.
+    The rule of LightGBM's ``pred_early_stop`` (there on the margin of the
+    raw scores): no model, no prior, one integer.  Every vote stops once the
+    members run out.
 
     Parameters
     ----------
-    rule : {"urn", "infinite", "exact"} or HaltingRule
-        A name, or a rule object (returned as is once checked against
-        ``n_members``).
+    k : int >= 1
+        The lead that stops the vote.
+
+    Examples
+    --------
+    >>> from ensvote.rules import MarginRule
+    >>> MarginRule(3).stop([[4, 1], [3, 1]])
+    array([ True, False])
+    >>> MarginRule(3).stop([[3, 0, 0], [3, 1, 0]])
+    array([ True, False])
+    """
+
+    name, strength = "margin", "k"
+
+    def __init__(self, k: int):
+        self.k = check_positive_int(k, name="k")
+
+    @classmethod
+    def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+        """Part of the registry: see :meth:`HaltingRule.from_params` (``strength`` is the lead ``k``)."""
+        if strength is None:
+            raise ValueError("the margin rule needs its lead k (strength), e.g. MarginRule(k=5)")
+        return cls(strength)
+
+    def _params(self):
+        return {"k": self.k}
+
+    def table_key(self, n_classes: int) -> Hashable | None:
+        """Part of the rule protocol: see :class:`HaltingRule`."""
+        return (type(self), self.k)
+
+    def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Part of the rule protocol: see :class:`HaltingRule`."""
+        top2 = -np.partition(-t, 1, axis=-1)[..., :2]
+        return top2[..., 0] - top2[..., 1] >= self.k
+
+
+def make_rule(rule: str | HaltingRule, *, n_members: int, strength: float | None = None, n_classes: int | None = None,
+              prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+    """Build a rule from its name in :data:`REGISTRY`, or check a rule object.
+
+    Parameters
+    ----------
+    rule : str or HaltingRule
+        A name of :data:`REGISTRY` (``"urn"``, ``"infinite"``, ``"exact"``,
+        ``"fixed"``, ``"margin"``, ``"optimal"``), or a rule object (returned
+        as is once checked against ``n_members``).
     n_members : int
         Ensemble size ``T``.
-    confidence : float in (0, 1), default=0.99
-        Threshold α (``"urn"``) or π (``"infinite"``); unused by ``"exact"``.
-    prior : optional
-        Prior of ``"urn"`` (see :class:`UrnRule`); unused by the others.
+    strength : number, optional
+        The rule's one parameter (its :attr:`~HaltingRule.strength`: the
+        threshold α or π, the budget δ, ``n``, ``k``); None: its default.
+    n_classes : int, optional
+        Number of classes.
+    prior, oob_votes : optional
+        See :meth:`HaltingRule.from_params`.
 
     Returns
     -------
@@ -1095,7 +1237,7 @@ def make_rule(rule, *, n_members, confidence=0.99, prior=None):
     >>> from ensvote.rules import make_rule
     >>> make_rule("urn", n_members=101)
     UrnRule(T=101, confidence=0.99, prior=None)
-    >>> make_rule("infinite", n_members=101, confidence=0.95)
+    >>> make_rule("infinite", n_members=101, strength=0.95)
     InfiniteRule(confidence=0.95)
     >>> make_rule(UrnRule(T=11), n_members=101)
     Traceback (most recent call last):
@@ -1105,13 +1247,10 @@ def make_rule(rule, *, n_members, confidence=0.99, prior=None):
     if isinstance(rule, HaltingRule):
         rule.prepare(n_members, None)
         return rule
+    names = ", ".join(map(repr, REGISTRY))
     if not isinstance(rule, str):
-        raise TypeError(f"rule must be one of {RULE_NAMES} or a HaltingRule, got {rule!r}")
-    if rule == "urn":
-        return UrnRule(n_members, confidence, prior=prior)
-    if rule == "infinite":
-        return InfiniteRule(confidence)
-    if rule == "exact":
-        return ExactRule(n_members)
-    raise ValueError(f"unknown rule {rule!r}; valid names: {', '.join(RULE_NAMES)} (or pass a HaltingRule)")
-
+        raise TypeError(f"rule must be one of {names} or a HaltingRule, got {rule!r}")
+    if rule not in REGISTRY:
+        raise ValueError(f"unknown rule {rule!r}; valid names: {names} (or pass a HaltingRule)")
+    return REGISTRY[rule].from_params(strength, n_members=n_members, n_classes=n_classes, prior=prior,
+                                      oob_votes=oob_votes)

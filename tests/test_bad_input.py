@@ -201,7 +201,7 @@ class _CountingForest(RandomForestClassifier):
 
 @pytest.mark.parametrize("params, exc, match", [
     (dict(confidence=2.0), ValueError, "strictly between"),
-    (dict(rule="nope"), ValueError, "valid names: urn, infinite, exact, optimal"),
+    (dict(rule="nope"), ValueError, "valid names: 'infinite', 'urn', 'exact', 'fixed', 'margin', 'optimal'"),
     (dict(rule=3), TypeError, "rule must be one of"),
     (dict(prior="flat"), ValueError, "prior must be"),
     (dict(rule="optimal"), ValueError, "needs a budget"),

@@ -20,7 +20,7 @@ name           rule                                          parameter swept
                prior with ``uniform_rows`` of uniform
                mass, budget cross-validated with the
                held-out scoring ``heldout``)
-``margin``     :class:`MarginRule`                           lead ``k``
+``margin``     :class:`~ensvote.MarginRule`                  lead ``k``
 =============  ============================================  =====================
 
 Under the prior (no test rows): HYPER's expected members and disagreement at a
@@ -45,7 +45,7 @@ from .._validation import check_positive_int, check_probability
 from ..classifier import HaltingClassifier
 from ..engine import halt
 from ..optimal import UNIFORM_ROWS, OptimalRule, policy_value
-from ..rules import FixedRule, HaltingRule, InfiniteRule, UrnRule
+from ..rules import FixedRule, MarginRule, UrnRule, make_rule
 from . import soto2016
 from .store import keys, need, number, numbers
 from .suite import SYNTHETIC, Suite, profile_params
@@ -55,33 +55,11 @@ __all__ = ["SUITE", "MarginRule", "RULES", "task", "check", "tables", "curves", 
 
 #: Rule names in the order the chapter shows them.
 RULES = ("FS", "infinite", "urn", "HYPER", "opt-unif", "opt-oob", "margin")
-
-
-class MarginRule(HaltingRule):
-    """Stop when the current majority leads the runner-up by ``k`` votes.
-
-    The rule of LightGBM's ``pred_early_stop`` (there on the margin of the
-    raw scores): no model, no prior, one integer.  Every vote stops once the
-    members run out.
-
-    Parameters
-    ----------
-    k : int >= 1
-        The lead that stops the vote.
-    """
-
-    def __init__(self, k):
-        self.k = check_positive_int(k, name="k")
-
-    def _params(self):
-        return {"k": self.k}
-
-    def table_key(self, n_classes):
-        return (type(self), self.k)
-
-    def decide(self, t):
-        top2 = -np.partition(-t, 1, axis=-1)[..., :2]
-        return top2[..., 0] - top2[..., 1] >= self.k
+#: The rules swept over a grid of their strength: name in the records -> (name in
+#: :data:`ensvote.rules.REGISTRY`, prior, the profile's grid).  ``"oob"``: the forest's out-of-bag prior.
+SWEEPS = {"FS": ("fixed", None, "fs_grid"), "infinite": ("infinite", None, "alpha_grid"),
+          "urn": ("urn", "uniform", "alpha_grid"), "HYPER": ("urn", "oob", "alpha_grid"),
+          "margin": ("margin", None, "margin_grid")}
 
 
 #: The optimal rules under the uniform prior, the same for every task of a profile.
@@ -117,13 +95,9 @@ def task(dataset, realization, p):
             disagree.append(int(np.sum(res.labels != full)))
         return {"param": list(params), "members": members, "disagree": disagree}
 
-    rules = {
-        "FS": sweep(FixedRule, p["fs_grid"]),
-        "infinite": sweep(InfiniteRule, p["alpha_grid"]),
-        "urn": sweep(lambda a: UrnRule(T, a), p["alpha_grid"]),
-        "HYPER": sweep(lambda a: UrnRule(T, a, prior=prior), p["alpha_grid"]),
-        "margin": sweep(MarginRule, p["margin_grid"]),
-    }
+    rules = {name: sweep(lambda v, r=r, pr=pr: make_rule(r, n_members=T, strength=v, n_classes=l,
+                                                         prior=prior if pr == "oob" else pr), p[grid])
+             for name, (r, pr, grid) in SWEEPS.items()}
     opt = {"opt-unif": [_uniform_optimal(T, l, d) for d in p["delta_grid"]],
            "opt-oob": [OptimalRule.from_oob_votes(clf.oob_votes_, T, d, heldout=p["heldout"],
                                                   uniform_rows=p["uniform_rows"]) for d in p["delta_grid"]]}
