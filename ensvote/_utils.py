@@ -54,7 +54,7 @@ def significant(obj, digits):
 
 
 #: What ``pip install 'ensvote[experiments]'`` adds to the classifier's dependencies, by import name.
-EXPERIMENTS_EXTRA = ("pandas", "tqdm", "joblib", "dask", "distributed")
+EXPERIMENTS_EXTRA = ("pandas", "tqdm", "joblib", "dask", "distributed", "statsmodels")
 
 
 def require_extra(who, modules=EXPERIMENTS_EXTRA):
