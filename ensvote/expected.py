@@ -105,7 +105,7 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
                         "pass a prior over the full vote vector, e.g. ensvote.uniform_prior(T, n_classes)")
     T = rule.n_members  # the ensemble size the rule is built for
     if T is None:  # a rule for any ensemble size (FixedRule, InfiniteRule, ...): the prior's
-        support, probs = check_prior(prior, _prior_size(prior))
+        support, probs = check_prior(prior)
         T = int(support[0].sum())
     else:
         try:
@@ -136,25 +136,6 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
         mean = _expected_queries_exact_binary(rule, support[:, 0], probs, T)
         return (mean, 0.0) if return_sem else mean
     raise ValueError(f"method must be 'mc' or 'exact', got {method!r}")
-
-
-def _prior_size(prior):
-    """The ensemble size ``T`` a prior is over (for rules that are not built for one size)."""
-    if isinstance(prior, tuple):
-        if len(prior) != 2:
-            raise ValueError("a prior given as a tuple must be (support, probs)")
-        support = np.asarray(prior[0])
-        if support.ndim != 2 or len(support) == 0 or support.dtype.kind not in "iu":
-            raise ValueError(f"prior support must be an int array of shape (m, n_classes), got {support!r:.80}")
-        T = int(support[0].sum())
-    else:
-        p = np.asarray(prior)
-        if p.ndim != 1:
-            raise ValueError(f"a two-class prior must be a 1-D array of length T + 1, got shape {p.shape}")
-        T = len(p) - 1
-    if T < 1:
-        raise ValueError("prior must describe an ensemble of at least one member")
-    return T
 
 
 def _expected_queries_exact_binary(rule, k_values, probs, T):

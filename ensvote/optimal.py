@@ -59,9 +59,9 @@ from ._cache import BoundedCache
 from ._urn import log_levels
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
-from .confidence import PriorLike, check_prior, uniform_prior
-from .priors import _check_deconvolution_arguments, _VoteMixture, oob_prior
-from .rules import HaltingRule, _prior_key, decided, register
+from .confidence import PriorLike, check_prior
+from .priors import VoteMixture, oob_prior
+from .rules import HaltingRule, decided, register
 
 __all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
            "MAX_OPTIMAL_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
@@ -123,21 +123,19 @@ def check_budget(value, *, name="disagreement"):
 
 
 def _resolve_prior(prior, T, n_classes):
-    """``(support, probs, l)`` of a prior (None: uniform over ``n_classes``)."""
+    """The prior as a :class:`~ensvote.confidence.Prior` of 2 or 3 classes (None: uniform over ``n_classes``)."""
     if prior is None:
         l = 2 if n_classes is None else check_positive_int(n_classes, name="n_classes", minimum=2)
         check_classes(l)
-        support, probs = check_prior(uniform_prior(T, l), T)
-        return support, probs, l
+        return check_prior(None, T, l)
     hint = getattr(prior, "n_classes", None)  # e.g. a many-class prior object from oob_prior
     if isinstance(hint, numbers.Integral):
         check_classes(int(hint))
-    support, probs = check_prior(prior, T)
-    l = support.shape[1]
-    if n_classes is not None and check_positive_int(n_classes, name="n_classes", minimum=2) != l:
-        raise ValueError(f"n_classes={n_classes} but the prior is over {l} classes")
-    check_classes(l)
-    return support, probs, l
+    parsed = check_prior(prior, T)
+    if n_classes is not None and check_positive_int(n_classes, name="n_classes", minimum=2) != parsed.n_classes:
+        raise ValueError(f"n_classes={n_classes} but the prior is over {parsed.n_classes} classes")
+    check_classes(parsed.n_classes)
+    return parsed
 
 
 # --------------------------------------------------------------------------
@@ -498,8 +496,9 @@ class _UrnModel:
         return table
 
 
-def _model(T, support, probs):
-    key = (T, support.shape[1], _prior_key(support, probs))
+def _model(T, prior):
+    support, probs = prior
+    key = (T, prior.n_classes, prior.key)
     m = _MODELS.get(key)
     if m is None:
         m = _UrnModel(T, support, probs)
@@ -730,7 +729,7 @@ class OptimalRule(HaltingRule):
         """
         T = _check_T(T)
         delta = check_budget(disagreement)
-        v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
+        v, T, resolution = VoteMixture.checked_votes(oob_votes, T, resolution)
         cv = cross_validated_budget(v, T, delta, n_folds=n_folds, random_state=random_state, resolution=resolution,
                                     rtol=rtol, heldout=heldout, uniform_rows=uniform_rows)
         rule = cls(T, cv.budget, prior=_mixture_prior(v, T, resolution, _check_uniform_rows(uniform_rows)))
@@ -749,10 +748,9 @@ class OptimalRule(HaltingRule):
             self.disagreement = None
             price = check_nonnegative_float(price, name="price")
         self.prior = prior
-        support, probs, l = _resolve_prior(prior, self.n_members, n_classes)
-        self.n_classes = l
-        self._prior_hash = _prior_key(support, probs)
-        model = _model(self.n_members, support, probs)
+        parsed = _resolve_prior(prior, self.n_members, n_classes)
+        self.n_classes = parsed.n_classes
+        model = _model(self.n_members, parsed)
         if price is None:
             sol = _meet_budget(model, self.disagreement)
         else:
@@ -894,7 +892,7 @@ def _mixture_prior(v, T, resolution, uniform_rows=0.0):
     key = ("all", _votes_key(v), T, resolution, uniform_rows)
     prior = _MIXTURE_PRIORS.get(key)
     if prior is None:
-        prior = _with_uniform(_VoteMixture(v, resolution), len(v), T, uniform_rows)
+        prior = _with_uniform(VoteMixture(v, resolution), len(v), T, uniform_rows)
         _MIXTURE_PRIORS[key] = prior
     return prior
 
@@ -916,11 +914,11 @@ def _fold_fits(v, T, resolution, n_folds, random_state, heldout="deconvolved", u
         fold = rng.permutation(len(v)) % n_folds
         fits = []
         for k in range(n_folds):
-            mix = _VoteMixture(v[fold != k], resolution)
+            mix = VoteMixture(v[fold != k], resolution)
             held = v[fold == k]
             # held out: the rows' own votes, nothing from the other folds; rescaled and unsmoothed, or
             # deconvolved on the fold alone
-            own = oob_prior(held, T, window=1) if heldout == "rescaled" else _VoteMixture(held, resolution).prior(T)
+            own = oob_prior(held, T, window=1) if heldout == "rescaled" else VoteMixture(held, resolution).prior(T)
             fits.append((_with_uniform(mix, len(v) - len(held), T, uniform_rows), own, len(held)))
         if seeded:
             _MIXTURE_PRIORS[key] = fits
@@ -1006,7 +1004,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
     """
     T = _check_T(T)
     delta = check_budget(disagreement)
-    v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
+    v, T, resolution = VoteMixture.checked_votes(oob_votes, T, resolution)
     n_folds = check_positive_int(n_folds, name="n_folds", minimum=2)
     max_rounds = check_positive_int(max_rounds, name="max_rounds")
     if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0.0 < float(rtol) < 1.0:
@@ -1091,22 +1089,14 @@ def policy_value(rule: HaltingRule, prior: PriorLike, *, n_classes: int | None =
     """
     if not isinstance(rule, HaltingRule):
         raise TypeError(f"rule must be a HaltingRule, got {type(rule).__name__}")
-    if prior is None:
-        if rule.n_members is None:
-            raise ValueError("with prior=None the rule must have a size T (e.g. UrnRule); pass a prior instead")
-        T = rule.n_members
-    elif isinstance(prior, tuple):
-        sup = np.asarray(prior[0]) if len(prior) == 2 else None
-        if sup is None or sup.ndim != 2 or len(sup) == 0:
-            raise ValueError("a prior given as a tuple must be (support, probs) with support of shape (m, n_classes)")
-        T = int(sup[0].sum())
-    else:
-        T = len(np.asarray(prior)) - 1
-    T = _check_T(T)
-    support, probs, l = _resolve_prior(prior, T, n_classes)
+    if prior is None and rule.n_members is None:
+        raise ValueError("with prior=None the rule must have a size T (e.g. UrnRule); pass a prior instead")
+    T = _check_T(rule.n_members if prior is None else check_prior(prior).T)
+    parsed = _resolve_prior(prior, T, n_classes)
+    l = parsed.n_classes
     rule.prepare(T, l)
     rule.prepare(rule.n_members, l)  # as rule.stop() prepares the rule before it decides
-    model = _model(T, support, probs)
+    model = _model(T, parsed)
     levels = [np.zeros((1,) * (l - 1), dtype=bool)]
     for s in range(1, T + 1):
         full = model.counts[s]

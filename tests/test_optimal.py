@@ -229,8 +229,7 @@ def test_remembered_policies_are_the_solved_ones(l):
     optimal._MODELS.clear()
     T = 31 if l == 3 else 101
     prior = ev.uniform_prior(T, l)
-    support, probs = ev.confidence.check_prior(prior, T)
-    model = optimal._model(T, support, probs)
+    model = optimal._model(T, ev.confidence.check_prior(prior, T))
     for price in (0.0, 1.0, 3.7, 1.0, 0.0):  # misses, then hits
         stops, value = model.policy_at(price)
         fresh = model.solve(price)[1]
