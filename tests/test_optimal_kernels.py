@@ -13,7 +13,8 @@ import pytest
 
 from ensvote import OptimalRule, clear_caches
 from ensvote.confidence import check_prior, uniform_prior
-from ensvote.optimal import UNIFORM_ROWS, _model, _pairwise_sum, cross_validated_budget
+from ensvote._bellman import _model, _pairwise_sum
+from ensvote.optimal import UNIFORM_ROWS, cross_validated_budget
 from ensvote.priors import VoteMixture
 
 
