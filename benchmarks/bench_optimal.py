@@ -29,7 +29,7 @@ from pathlib import Path
 from sklearn.ensemble import RandomForestClassifier
 
 import ensvote as ev
-from ensvote import datasets, optimal
+from ensvote import _bellman, datasets, optimal
 from ensvote.confidence import check_prior, uniform_prior
 from ensvote.experiments.registry import SUITES
 
@@ -50,12 +50,12 @@ def main():
     rows_out = []
     T = optimal.MAX_OPTIMAL_T
     for l in optimal.SUPPORTED_CLASSES:
-        support, probs = check_prior(uniform_prior(T, l), T)
+        prior = check_prior(uniform_prior(T, l), T)
         model_t, total_t = [], []
         for _ in range(args.repeat):
             ev.clear_caches()
             t0 = time.perf_counter()
-            optimal._model(T, support, probs)
+            _bellman._model(T, prior)
             t1 = time.perf_counter()
             rule = optimal.OptimalRule(T, args.budget, n_classes=l)
             t2 = time.perf_counter()

@@ -150,3 +150,19 @@ def check_label(label, n_classes, shape=None):
             raise ValueError(f"label must be one class index or an array broadcastable to the counts' "
                              f"row shape {tuple(shape)}, got shape {arr.shape}")
     return arr.astype(np.int64)
+
+
+def prior_argument(prior):
+    """The ``prior`` argument of the urn model: None for the uniform prior (None or ``"uniform"``)."""
+    if prior is None:
+        return None
+    if isinstance(prior, str):
+        if prior == "uniform":
+            return None
+        if prior == "oob":
+            raise ValueError("prior='oob' means 'estimate it from out-of-bag votes', which only "
+                             "HaltingClassifier can do; here pass ensvote.oob_prior(oob_votes, T), "
+                             "or None / 'uniform'")
+        raise ValueError("prior must be None or 'uniform' (the uniform prior), an array of shape "
+                         f"(T + 1,) or a pair (support, probs); got {prior!r}")
+    return prior

@@ -27,8 +27,9 @@ confidence reported is the probability that *this* class wins: e.g.
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,7 +38,7 @@ from scipy import integrate, special, stats
 from ._urn import log_split, ratio_from_logs
 from ._utils import check_random_state
 from ._validation import (MAX_ENTRIES, MAX_T, check_counts, check_label, check_nonnegative_float, check_positive_int,
-                          check_size)
+                          check_size, prior_argument)
 
 #: What a ``prior`` argument may be: None or "uniform", ``P(T_0 = k)`` for two classes, ``(support, probs)``
 #: (see :func:`check_prior`).
@@ -50,6 +51,7 @@ __all__ = [
     "finite_confidence",
     "uniform_prior",
     "check_prior",
+    "Prior",
     "compositions",
 ]
 
@@ -344,23 +346,93 @@ def uniform_prior(T: int, n_classes: int = 2) -> NDArray[np.float64] | tuple[NDA
     return support, np.full(len(support), 1.0 / len(support))
 
 
-def _prior_argument(prior):
-    """The ``prior`` argument of the urn model: None for the uniform prior (None or ``"uniform"``)."""
-    if prior is None:
-        return None
-    if isinstance(prior, str):
-        if prior == "uniform":
-            return None
-        if prior == "oob":
-            raise ValueError("prior='oob' means 'estimate it from out-of-bag votes', which only "
-                             "HaltingClassifier can do; here pass ensvote.oob_prior(oob_votes, T), "
-                             "or None / 'uniform'")
-        raise ValueError("prior must be None or 'uniform' (the uniform prior), an array of shape "
-                         f"(T + 1,) or a pair (support, probs); got {prior!r}")
-    return prior
+class Prior(NamedTuple):
+    """A prior over the urn's content, as :func:`check_prior` returns it: the one form every module uses.
+
+    A named tuple ``(support, probs)``: ``support, probs = prior`` unpacks it,
+    and it is accepted wherever a prior ``(support, probs)`` is.
+
+    Attributes
+    ----------
+    support : ndarray of int64, shape (m, l)
+        Distinct vote vectors, each summing to ``T``.
+    probs : ndarray of float, shape (m,)
+        Their probabilities (finite, non-negative, summing to 1).
+
+    Examples
+    --------
+    >>> from ensvote.confidence import check_prior
+    >>> prior = check_prior([0.5, 0.0, 0.5], T=2)
+    >>> prior.T, prior.n_classes, len(prior.key)
+    (2, 2, 64)
+    >>> support, probs = prior
+    >>> probs
+    array([0.5, 0. , 0.5])
+    """
+
+    support: NDArray[np.int64]
+    probs: NDArray[np.float64]
+
+    @property
+    def T(self) -> int:
+        """The ensemble size the prior is over.
+
+        Examples
+        --------
+        >>> from ensvote.confidence import check_prior
+        >>> check_prior(None, T=7, n_classes=3).T
+        7
+        """
+        return int(self.support[0].sum())
+
+    @property
+    def n_classes(self) -> int:
+        """The number of classes ``l``.
+
+        Examples
+        --------
+        >>> from ensvote.confidence import check_prior
+        >>> check_prior(None, T=7, n_classes=3).n_classes
+        3
+        """
+        return int(self.support.shape[1])
+
+    @property
+    def key(self) -> str:
+        """A hash of the support and the probabilities: the cache key of what is built for the prior.
+
+        Examples
+        --------
+        >>> from ensvote.confidence import check_prior
+        >>> check_prior([0.25] * 4, T=3).key == check_prior(None, T=3).key
+        True
+        """
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.support, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(self.probs, dtype=np.float64).tobytes())
+        return h.hexdigest()
 
 
-def check_prior(prior, T, n_classes=None):
+def _prior_size(prior):
+    """The ensemble size ``T`` a prior array or ``(support, probs)`` is over."""
+    if isinstance(prior, tuple):
+        if len(prior) != 2:
+            raise ValueError("a prior given as a tuple must be (support, probs)")
+        support = np.asarray(prior[0])
+        if support.ndim != 2 or len(support) == 0 or support.dtype.kind not in "iu":
+            raise ValueError(f"prior support must be an int array of shape (m, n_classes), got {support!r:.80}")
+        T = int(support[0].sum())
+    else:
+        p = np.asarray(prior)
+        if p.ndim != 1:
+            raise ValueError(f"a two-class prior must be a 1-D array of length T + 1, got shape {p.shape}")
+        T = len(p) - 1
+    if T < 1:
+        raise ValueError("prior must describe an ensemble of at least one member")
+    return T
+
+
+def check_prior(prior, T=None, n_classes=None):
     """Validate a prior over the urn's content and return ``(support, probs)``.
 
     Accepted forms
@@ -379,16 +451,18 @@ def check_prior(prior, T, n_classes=None):
     ----------
     prior : None, "uniform", array of shape (T + 1,) or (support, probs)
         The prior, in one of the forms above.
-    T : int >= 1
-        Ensemble size the prior is over.
+    T : int >= 1, optional
+        Ensemble size the prior is over; by default the size the prior
+        describes (required for the uniform prior).
     n_classes : int, optional
         Number of classes the prior must have (default: any; 2 for the
         uniform prior).
 
     Returns
     -------
-    support : ndarray of int, shape (m, l)
-    probs : ndarray of float, shape (m,)
+    Prior
+        ``(support, probs)``: ``support`` of int64, shape ``(m, l)``;
+        ``probs`` of float, shape ``(m,)``.
 
     Raises
     ------
@@ -412,8 +486,12 @@ def check_prior(prior, T, n_classes=None):
     >>> probs
     array([0.25, 0.25, 0.25, 0.25])
     """
+    if T is None:
+        if prior_argument(prior) is None:
+            raise ValueError("the uniform prior needs the ensemble size T")
+        T = _prior_size(prior)
     T = check_positive_int(T, name="T")
-    if _prior_argument(prior) is None:
+    if prior_argument(prior) is None:
         return check_prior(uniform_prior(T, 2 if n_classes is None else n_classes), T, n_classes)
     if isinstance(prior, tuple):
         if len(prior) != 2:
@@ -452,7 +530,7 @@ def check_prior(prior, T, n_classes=None):
         raise ValueError(
             f"prior is over {support.shape[1]} classes but counts have {n_classes}"
         )
-    return support, probs
+    return Prior(support, probs)
 
 
 def _prior_probs(values):
@@ -554,7 +632,7 @@ def finite_confidence(counts: ArrayLike, T: int, prior: PriorLike = None, label:
                            why="the exact two-class sum costs time proportional to T")
     t = check_counts(counts, max_sum=T, max_sum_desc=f"the ensemble size T={T}")
     l = t.shape[-1]
-    prior = _prior_argument(prior)
+    prior = prior_argument(prior)
     max_terms = check_positive_int(max_terms, name="max_terms")
     n_mc = check_positive_int(n_mc, name="n_mc")
     check_random_state(random_state)

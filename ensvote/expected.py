@@ -13,17 +13,18 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._bellman import evaluate_rule
 from ._utils import check_random_state
-from ._validation import _fmt, check_positive_int, check_size
-from .confidence import check_prior
+from ._validation import _fmt, check_positive_int, check_size, power_exceeds
+from .confidence import Prior, check_prior
 from .engine import run_halting
-from .rules import HaltingRule, decided
+from .rules import HaltingRule
 
-__all__ = ["expected_queries", "MAX_EXACT_WORK"]
+__all__ = ["expected_queries", "MAX_EXACT_VOTE_VECTORS"]
 
-#: Most work (about ``len(support) * T**2`` operations) ``expected_queries(method="exact")``
-#: accepts: some seconds.
-MAX_EXACT_WORK = 250_000_000
+#: Most vote vectors, ``(T + 1) ** l``, ``expected_queries(method="exact")`` evaluates the rule at
+#: (some seconds; ``T`` up to 1,999 for two classes, 157 for three).
+MAX_EXACT_VOTE_VECTORS = 4_000_000
 
 
 def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, ArrayLike], *,
@@ -34,10 +35,10 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
 
     ``method="mc"`` is the Monte Carlo estimate of Soto et al. (2016): draw an urn content
     ``T`` from the prior, shuffle its ``T`` votes, query them until the rule
-    stops, average over ``n_samples`` draws.  ``method="exact"`` (two classes)
-    computes the same expectation by dynamic programming: for each urn content
-    ``k`` the probability of being still voting at each vote vector follows
-    hypergeometric transitions; ``E[N] = sum_s P(N > s)``.
+    stops, average over ``n_samples`` draws.  ``method="exact"`` (two or three
+    classes) computes the same expectation without sampling: the rule decides
+    at every vote vector and the urn model runs that policy forward (the
+    evaluator of :func:`ensvote.policy_value`).
 
     Parameters
     ----------
@@ -49,9 +50,8 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
         Distribution of the full vote vector (see :func:`ensvote.confidence.check_prior`),
         e.g. :func:`ensvote.uniform_prior` ``(T, n_classes)``.
     method : {"mc", "exact"}
-        ``"exact"`` costs about ``len(support) * T**2`` operations and is
-        refused beyond ``MAX_EXACT_WORK`` (2.5e8, some seconds; ``T`` about 600
-        for a prior with full support).
+        ``"exact"`` evaluates the rule at all ``(T + 1) ** l`` vote vectors and
+        is refused beyond ``MAX_EXACT_VOTE_VECTORS`` (4e6, some seconds).
     n_samples : int
         Monte Carlo draws; ``n_samples * T`` must not exceed ``MAX_ENTRIES`` (5e7).
     random_state : None, int or numpy Generator
@@ -71,8 +71,8 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
         a string or a :class:`~ensvote.manyclass.PairPrior`.
     ValueError
         A prior over another ensemble size, a bad ``method`` or ``n_samples``,
-        ``method="exact"`` with more than two classes or beyond
-        ``MAX_EXACT_WORK``.
+        ``method="exact"`` with more than three classes or beyond
+        ``MAX_EXACT_VOTE_VECTORS``.
 
     Examples
     --------
@@ -105,7 +105,7 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
                         "pass a prior over the full vote vector, e.g. ensvote.uniform_prior(T, n_classes)")
     T = rule.n_members  # the ensemble size the rule is built for
     if T is None:  # a rule for any ensemble size (FixedRule, InfiniteRule, ...): the prior's
-        support, probs = check_prior(prior, _prior_size(prior))
+        support, probs = check_prior(prior)
         T = int(support[0].sum())
     else:
         try:
@@ -127,51 +127,12 @@ def expected_queries(rule: HaltingRule, prior: ArrayLike | tuple[ArrayLike, Arra
         sem = float(n.std(ddof=1) / np.sqrt(n_samples)) if n_samples > 1 else float("nan")
         return (mean, sem) if return_sem else mean
     if method == "exact":
-        if l != 2:
-            raise ValueError("method='exact' is implemented for two classes; use method='mc'")
-        work = len(support) * T * T
-        if work > MAX_EXACT_WORK:
-            raise ValueError(f"method='exact' would cost about len(support) * T**2 = {_fmt(work)} operations "
-                             f"(T={T}), more than the limit of {_fmt(MAX_EXACT_WORK)}; use method='mc'")
-        mean = _expected_queries_exact_binary(rule, support[:, 0], probs, T)
+        if l not in (2, 3):
+            raise ValueError("method='exact' is implemented for two and three classes; use method='mc'")
+        if power_exceeds(T + 1, l, MAX_EXACT_VOTE_VECTORS):
+            raise ValueError(f"method='exact' evaluates the rule at (T + 1) ** l = {_fmt((T + 1) ** l)} vote "
+                             f"vectors (T={T}, {l} classes), more than the limit of {_fmt(MAX_EXACT_VOTE_VECTORS)}; "
+                             "use method='mc'")
+        mean = evaluate_rule(rule, Prior(support, probs)).members
         return (mean, 0.0) if return_sem else mean
     raise ValueError(f"method must be 'mc' or 'exact', got {method!r}")
-
-
-def _prior_size(prior):
-    """The ensemble size ``T`` a prior is over (for rules that are not built for one size)."""
-    if isinstance(prior, tuple):
-        if len(prior) != 2:
-            raise ValueError("a prior given as a tuple must be (support, probs)")
-        support = np.asarray(prior[0])
-        if support.ndim != 2 or len(support) == 0 or support.dtype.kind not in "iu":
-            raise ValueError(f"prior support must be an int array of shape (m, n_classes), got {support!r:.80}")
-        T = int(support[0].sum())
-    else:
-        p = np.asarray(prior)
-        if p.ndim != 1:
-            raise ValueError(f"a two-class prior must be a 1-D array of length T + 1, got shape {p.shape}")
-        T = len(p) - 1
-    if T < 1:
-        raise ValueError("prior must describe an ensemble of at least one member")
-    return T
-
-
-def _expected_queries_exact_binary(rule, k_values, probs, T):
-    k = k_values.astype(float)[:, None]  # urn contents (class-0 votes), one row each
-    alive = np.ones((len(k_values), 1))  # alive[u, x0]: P(still voting after s votes, x0 for class 0)
-    expected = np.ones(len(k_values))  # P(N > 0) = 1
-    for s in range(T - 1):
-        x0 = np.arange(s + 1)[None, :]
-        x1 = s - x0
-        p0 = np.clip((k - x0) / (T - s), 0.0, 1.0)
-        p1 = np.clip((T - k - x1) / (T - s), 0.0, 1.0)
-        nxt = np.zeros((len(k_values), s + 2))
-        nxt[:, 1:] += alive * p0
-        nxt[:, :-1] += alive * p1
-        states = np.column_stack([np.arange(s + 2), s + 1 - np.arange(s + 2)])
-        stops = decided(rule, states)
-        nxt[:, stops] = 0.0
-        alive = nxt
-        expected += alive.sum(axis=1)
-    return float(np.dot(probs, expected))

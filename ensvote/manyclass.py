@@ -20,7 +20,7 @@ replaces the sum by a **union bound over the rivals of the current leader**:
   ``l``, from Prop. 3's product form (independent negative binomials
   conditioned on their sum; one polynomial product per final count of the
   leader).  Cost ``O(l (T - t)^3)`` per vote vector: a reference, not a rule.
-* :class:`PairPrior` and :func:`pair_oob_prior`: a prior estimated from
+* :class:`PairPrior` (estimated by :func:`ensvote.priors.pair_oob_prior`): a prior estimated from
   out-of-bag votes that scales with ``l`` (beyond the paper): for every class
   ``c`` the distribution of ``(T_c, T_j)``, the votes of ``c`` and of one of its
   rivals in the full ensemble, pooled over the rivals ``j``.  For two classes it
@@ -45,10 +45,10 @@ from ._validation import check_counts, check_positive_int
 
 __all__ = [
     "MAX_PAIR_TABLE_BYTES",
+    "check_pair_table_size",
     "PairPrior",
     "max_pair_table_T",
     "PairTable",
-    "pair_oob_prior",
     "pair_table",
     "pair_table_nbytes",
     "urn_confidence_bound",
@@ -137,7 +137,36 @@ def max_pair_table_T(n_classes, per_class=False):
     return T
 
 
-def _check_size(T, n_classes, per_class):
+def check_pair_table_size(T, n_classes, per_class=False):
+    """The bytes of the pair table for ``T`` members and ``n_classes`` classes, refused above the limit.
+
+    Parameters
+    ----------
+    T : int
+    n_classes : int
+    per_class : bool, default=False
+        One table per class (a :class:`PairPrior`) instead of one for all.
+
+    Returns
+    -------
+    int
+        :func:`pair_table_nbytes`.
+
+    Raises
+    ------
+    ValueError
+        Above :data:`MAX_PAIR_TABLE_BYTES`, naming the largest ``T`` and what to use instead.
+
+    Examples
+    --------
+    >>> from ensvote.manyclass import check_pair_table_size
+    >>> check_pair_table_size(21, 4)
+    8624
+    >>> check_pair_table_size(2001, 4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: the many-class urn table for T=2001 members takes ... MiB, above the limit ...
+    """
     nbytes = pair_table_nbytes(T, n_classes, per_class)
     if nbytes > MAX_PAIR_TABLE_BYTES:
         limit = f"MAX_PAIR_TABLE_BYTES = {MAX_PAIR_TABLE_BYTES / 2**20:.0f} MiB"
@@ -371,7 +400,7 @@ def pair_table(T, n_classes, prior=None):
     hit = _TABLES.get(key)
     if hit is not None:
         return hit
-    _check_size(T, l, prior is not None)
+    check_pair_table_size(T, l, prior is not None)
     width, size = _layout_size(T)
     base = (np.cumsum(width.ravel()) - width.ravel()).reshape(width.shape).astype(np.int64)
     if prior is None:
@@ -519,7 +548,7 @@ class PairPrior:
     ``probs[c, x, y]`` is the probability that class ``c`` gets ``x`` of the
     ``T`` votes and a rival of ``c`` (pooled over the rivals) gets ``y``; for two
     classes ``x + y = T`` and ``probs[0, x, T - x]`` is the paper's ``P(T_0 = x)``.
-    Built by :func:`pair_oob_prior`; used by :class:`ensvote.UrnRule`.
+    Built by :func:`ensvote.priors.pair_oob_prior`; used by :class:`ensvote.UrnRule`.
 
     Parameters
     ----------
@@ -629,87 +658,3 @@ class PairPrior:
             w = np.where(rest >= 0, np.exp(lw - lw[0, 0]), 0.0)
         w /= w.sum()
         return cls(np.broadcast_to(w, (l,) + w.shape).copy())
-
-
-def pair_oob_prior(oob_votes, T, *, window=5):
-    """The pair prior from out-of-bag votes, for any number of classes (beyond the paper).
-
-    Each training row's out-of-bag votes are rescaled to ``T`` votes exactly as
-    in :func:`ensvote.oob_prior` (largest remainders).  For every class ``c``
-    the histogram of ``(T_c, T_j)`` over the rows and over the rivals ``j != c``
-    is smoothed and normalised:
-
-    * two classes: the pairs are ``(T_0, T - T_0)`` and ``(T_1, T - T_1)``; the
-      smoothing is the paper's moving average along ``T_0``, so the prior is
-      the paper's :func:`ensvote.oob_prior`, read from either class;
-    * ``l >= 3``: the mean over a ``window x window`` box of lattice points
-      inside the triangle ``x + y <= T`` (as the authors' three-class code
-      smooths its histogram).
-
-    Parameters
-    ----------
-    oob_votes : array_like of int, shape (n_rows, l)
-    T : int
-    window : odd int
-
-    Returns
-    -------
-    PairPrior
-
-    Raises
-    ------
-    ValueError, TypeError
-        Bad votes, ``T`` or ``window``, no row with an out-of-bag vote, or a
-        prior above :data:`MAX_PAIR_TABLE_BYTES`.
-
-    Examples
-    --------
-    Out-of-bag votes of 200 training rows over four classes (here simulated),
-    rescaled to an ensemble of ``T = 21``:
-
-    >>> import numpy as np
-    >>> from ensvote import UrnRule
-    >>> from ensvote.manyclass import pair_oob_prior
-    >>> rng = np.random.default_rng(0)
-    >>> p = rng.dirichlet([5, 2, 1, 1], size=200)
-    >>> oob_votes = np.array([rng.multinomial(11, q) for q in p])
-    >>> prior = pair_oob_prior(oob_votes, T=21)
-    >>> prior
-    PairPrior(n_classes=4, T=21)
-    >>> UrnRule(T=21, prior=prior).stop([[8, 0, 0, 0], [3, 2, 1, 0]])
-    array([ True, False])
-    """
-    from .priors import _box_sum, _check_oob_arguments, _hamilton_round, oob_prior
-
-    v, T, window = _check_oob_arguments(oob_votes, T, window)
-    l = v.shape[1]
-    if l * (T + 1) ** 2 * 8 > MAX_PAIR_TABLE_BYTES:
-        raise ValueError(f"a pair prior for {l} classes and T={T} would take "
-                         f"{l * (T + 1) ** 2 * 8 / 2**20:.0f} MiB, above MAX_PAIR_TABLE_BYTES; use "
-                         f"rule='infinite' (InfiniteRule needs no table), prior='uniform' (up to "
-                         f"T = {max_pair_table_T(l)}) or a smaller ensemble")
-    if l == 2:
-        p0 = oob_prior(v, T, window=window)
-        x = np.arange(T + 1)
-        probs = np.zeros((2, T + 1, T + 1))
-        probs[0, x, T - x] = p0
-        probs[1, T - x, x] = p0
-        return PairPrior(probs)
-    v = v[v.sum(axis=1) > 0]
-    if len(v) == 0:
-        raise ValueError("no training row has an out-of-bag vote; cannot estimate the prior "
-                         "(use bootstrap=True, or prior=None for the uniform prior)")
-    V = _hamilton_round(v.astype(float), T)  # (n, l)
-    cc, jj = np.nonzero(~np.eye(l, dtype=bool))  # ordered pairs (c, j), c != j
-    codes = (cc[None, :] * (T + 1) + V[:, cc]) * (T + 1) + V[:, jj]
-    hist = np.bincount(codes.ravel(), minlength=l * (T + 1) ** 2).reshape(l, T + 1, T + 1).astype(float)
-    x = np.arange(T + 1)
-    inside = ((x[:, None] + x[None, :]) <= T).astype(float)
-    h = window // 2
-    num, den = hist, inside
-    for axis in (0, 1):
-        num = _box_sum(num, axis + 1, h)
-        den = _box_sum(den, axis, h)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sm = np.where(inside > 0, num / den, 0.0)
-    return PairPrior(sm / sm.sum(axis=(1, 2), keepdims=True))

@@ -15,9 +15,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._validation import MAX_ENTRIES, _fmt, check_counts, check_positive_int, power_exceeds
-from .manyclass import PairPrior
+from .manyclass import MAX_PAIR_TABLE_BYTES, PairPrior, max_pair_table_T
 
-__all__ = ["oob_prior", "deconvolved_oob_prior", "smooth_moving_average"]
+__all__ = ["oob_prior", "pair_oob_prior", "deconvolved_oob_prior", "VoteMixture", "smooth_moving_average"]
 
 
 def smooth_moving_average(y, span=5):
@@ -116,7 +116,7 @@ def oob_prior(oob_votes: ArrayLike, T: int, *,
     prior : ndarray of shape (T + 1,) for two classes (``prior[k] = P(T_0 = k)``),
         ``(support, probs)`` over every vote vector with positive probability for
         three, and for four or more classes a :class:`ensvote.manyclass.PairPrior`
-        (:func:`ensvote.manyclass.pair_oob_prior`: the same rescaled out-of-bag
+        (:func:`pair_oob_prior`: the same rescaled out-of-bag
         votes, as a prior on leader-rival pairs, which scales with ``l``; this
         goes beyond the paper).
 
@@ -137,8 +137,6 @@ def oob_prior(oob_votes: ArrayLike, T: int, *,
                          "(use bootstrap=True, or prior=None for the uniform prior)")
     l = v.shape[1]
     if l >= 4:  # the full histogram has (T + 1) ** (l - 1) cells: the pair prior instead
-        from .manyclass import pair_oob_prior
-
         return pair_oob_prior(v, T, window=window)
     if power_exceeds(T + 1, l - 1, MAX_ENTRIES):
         raise ValueError(f"the histogram of oob_prior over {l} classes with T={T} would need (T + 1) ** "
@@ -177,6 +175,88 @@ def _box_sum(a, axis, h):
     return np.take(c, hi, axis=axis) - np.take(c, lo, axis=axis)
 
 
+def pair_oob_prior(oob_votes, T, *, window=5):
+    """The pair prior from out-of-bag votes, for any number of classes (beyond the paper).
+
+    Each training row's out-of-bag votes are rescaled to ``T`` votes exactly as
+    in :func:`ensvote.oob_prior` (largest remainders).  For every class ``c``
+    the histogram of ``(T_c, T_j)`` over the rows and over the rivals ``j != c``
+    is smoothed and normalised:
+
+    * two classes: the pairs are ``(T_0, T - T_0)`` and ``(T_1, T - T_1)``; the
+      smoothing is the paper's moving average along ``T_0``, so the prior is
+      the paper's :func:`ensvote.oob_prior`, read from either class;
+    * ``l >= 3``: the mean over a ``window x window`` box of lattice points
+      inside the triangle ``x + y <= T`` (as the authors' three-class code
+      smooths its histogram).
+
+    Parameters
+    ----------
+    oob_votes : array_like of int, shape (n_rows, l)
+    T : int
+    window : odd int
+
+    Returns
+    -------
+    PairPrior
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad votes, ``T`` or ``window``, no row with an out-of-bag vote, or a
+        prior above :data:`ensvote.manyclass.MAX_PAIR_TABLE_BYTES`.
+
+    Examples
+    --------
+    Out-of-bag votes of 200 training rows over four classes (here simulated),
+    rescaled to an ensemble of ``T = 21``:
+
+    >>> import numpy as np
+    >>> from ensvote import UrnRule
+    >>> from ensvote.priors import pair_oob_prior
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.dirichlet([5, 2, 1, 1], size=200)
+    >>> oob_votes = np.array([rng.multinomial(11, q) for q in p])
+    >>> prior = pair_oob_prior(oob_votes, T=21)
+    >>> prior
+    PairPrior(n_classes=4, T=21)
+    >>> UrnRule(T=21, prior=prior).stop([[8, 0, 0, 0], [3, 2, 1, 0]])
+    array([ True, False])
+    """
+    v, T, window = _check_oob_arguments(oob_votes, T, window)
+    l = v.shape[1]
+    if l * (T + 1) ** 2 * 8 > MAX_PAIR_TABLE_BYTES:
+        raise ValueError(f"a pair prior for {l} classes and T={T} would take "
+                         f"{l * (T + 1) ** 2 * 8 / 2**20:.0f} MiB, above MAX_PAIR_TABLE_BYTES; use "
+                         f"rule='infinite' (InfiniteRule needs no table), prior='uniform' (up to "
+                         f"T = {max_pair_table_T(l)}) or a smaller ensemble")
+    if l == 2:
+        p0 = oob_prior(v, T, window=window)
+        x = np.arange(T + 1)
+        probs = np.zeros((2, T + 1, T + 1))
+        probs[0, x, T - x] = p0
+        probs[1, T - x, x] = p0
+        return PairPrior(probs)
+    v = v[v.sum(axis=1) > 0]
+    if len(v) == 0:
+        raise ValueError("no training row has an out-of-bag vote; cannot estimate the prior "
+                         "(use bootstrap=True, or prior=None for the uniform prior)")
+    V = _hamilton_round(v.astype(float), T)  # (n, l)
+    cc, jj = np.nonzero(~np.eye(l, dtype=bool))  # ordered pairs (c, j), c != j
+    codes = (cc[None, :] * (T + 1) + V[:, cc]) * (T + 1) + V[:, jj]
+    hist = np.bincount(codes.ravel(), minlength=l * (T + 1) ** 2).reshape(l, T + 1, T + 1).astype(float)
+    x = np.arange(T + 1)
+    inside = ((x[:, None] + x[None, :]) <= T).astype(float)
+    h = window // 2
+    num, den = hist, inside
+    for axis in (0, 1):
+        num = _box_sum(num, axis + 1, h)
+        den = _box_sum(den, axis, h)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sm = np.where(inside > 0, num / den, 0.0)
+    return PairPrior(sm / sm.sum(axis=(1, 2), keepdims=True))
+
+
 # --------------------------------------------------------------------------
 # the deconvolved out-of-bag prior (beyond the paper)
 # --------------------------------------------------------------------------
@@ -195,15 +275,78 @@ def _simplex_grid(resolution, l):
     return np.stack([a[ok], b[ok], resolution - a[ok] - b[ok]], 1) / resolution
 
 
-class _VoteMixture:
+class VoteMixture:
     """A member's class probabilities ``p`` per row, their distribution ``G`` fitted to out-of-bag votes.
 
     Row ``i``'s ``n_i`` out-of-bag votes are ``n_i`` independent draws of a
     member's vote, ``v_i ~ Multinomial(n_i, p_i)``, with ``p_i ~ G``.  ``G`` is
     estimated on a grid by non-parametric maximum likelihood (EM; Laird 1978),
     and the urn of ``T`` fresh members then has the posterior predictive
-    distribution ``P(K) = Σ_j g_j Multinomial(K; T, p_j)``.
+    distribution ``P(K) = Σ_j g_j Multinomial(K; T, p_j)``
+    (:func:`deconvolved_oob_prior`; the budget mode's cross-validation fits
+    one per fold).
+
+    Parameters
+    ----------
+    votes : array_like of int, shape (n_rows, l), l in {2, 3}
+        Out-of-bag votes, rows with at least one vote (see :meth:`checked_votes`).
+    resolution : int
+        The grid of ``p``: multiples of ``1 / resolution``.
+    weights : array_like of float, shape (n_rows,), optional
+        Weights of the rows in the likelihood (default equal).
+    max_iter : int, default=2000
+    tol : float, default=1e-10
+        EM stops when the mean log-likelihood gains less than ``tol``.
+
+    Attributes
+    ----------
+    grid : ndarray, shape (m, l)
+        The probability vectors of the grid.
+    weights : ndarray, shape (m,)
+        The fitted ``G`` on the grid.
+    n_iter : int
+        EM iterations run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote.priors import VoteMixture
+    >>> mix = VoteMixture(np.array([[0, 37], [2, 33], [30, 4], [18, 19], [36, 0]]), resolution=20)
+    >>> mix.grid.shape, round(float(mix.weights.sum()), 6)
+    ((21, 2), 1.0)
     """
+
+    @staticmethod
+    def checked_votes(oob_votes, T, resolution=None):
+        """Validated ``(votes, T, resolution)``: rows without a vote dropped, the default resolution filled in.
+
+        Parameters
+        ----------
+        oob_votes : array_like of int, shape (n_rows, l), l in {2, 3}
+        T : int
+        resolution : int, optional
+            Default :data:`DECONVOLUTION_RESOLUTION` for ``l`` classes; at most 200.
+
+        Returns
+        -------
+        votes : ndarray of int64, shape (n, l)
+        T, resolution : int
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad votes, ``T`` or ``resolution``, more than three classes, or
+            fewer than two rows with an out-of-bag vote.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.priors import VoteMixture
+        >>> v, T, resolution = VoteMixture.checked_votes(np.array([[0, 3], [0, 0], [2, 1]]), T=11)
+        >>> v.tolist(), T, resolution
+        ([[0, 3], [2, 1]], 11, 100)
+        """
+        return _check_deconvolution_arguments(oob_votes, T, resolution)
 
     def __init__(self, votes, resolution, *, weights=None, max_iter=2000, tol=1e-10):
         v = np.asarray(votes, dtype=float)
@@ -223,7 +366,17 @@ class _VoteMixture:
         self.weights = g / g.sum()
 
     def posterior_mixture(self, votes):
-        """Mean over ``votes``' rows of each row's posterior over the grid (given the fitted ``G``)."""
+        """Mean over ``votes``' rows of each row's posterior over the grid (given the fitted ``G``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.priors import VoteMixture
+        >>> mix = VoteMixture(np.array([[0, 37], [2, 33], [30, 4], [36, 0]]), resolution=20)
+        >>> w = mix.posterior_mixture(np.array([[1, 20]]))
+        >>> w.shape, bool(mix.grid[np.argmax(w), 0] < 0.2)
+        ((21,), True)
+        """
         v = np.asarray(votes, dtype=float)
         ll = special.xlogy(v[:, None, :], self.grid[None]).sum(-1)
         w = np.exp(ll - ll.max(axis=1, keepdims=True)) * self.weights
@@ -236,6 +389,19 @@ class _VoteMixture:
         With ``uniform = w > 0`` it is mixed with the uniform urn prior (``p``
         uniform on the simplex: every vote vector equally likely) in the
         ratio ``1 - w : w``.
+
+        Returns
+        -------
+        ndarray of shape (T + 1,) for two classes, ``(support, probs)`` for three
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.priors import VoteMixture
+        >>> mix = VoteMixture(np.array([[0, 37], [2, 33], [30, 4], [36, 0]]), resolution=20)
+        >>> p = mix.prior(11)
+        >>> p.shape, round(float(p.sum()), 6)
+        ((12,), 1.0)
         """
         g = self.weights if weights is None else weights
         l = self.grid.shape[1]
@@ -320,4 +486,4 @@ def deconvolved_oob_prior(oob_votes, T, *, resolution=None):
     ((102,), 1.0)
     """
     v, T, resolution = _check_deconvolution_arguments(oob_votes, T, resolution)
-    return _VoteMixture(v, resolution).prior(T)
+    return VoteMixture(v, resolution).prior(T)

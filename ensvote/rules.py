@@ -24,7 +24,6 @@ at least one vote.  Confidence must be strictly greater than the threshold.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
@@ -35,9 +34,9 @@ from scipy import special
 from ._cache import BoundedCache
 from ._urn import log_levels
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
-                          check_size, power_exceeds)
-from .confidence import PriorLike, _prior_argument, check_prior, finite_confidence, infinite_confidence
-from .manyclass import PairPrior, _check_size, pair_table, urn_confidence_exact
+                          check_size, power_exceeds, prior_argument)
+from .confidence import PriorLike, check_prior, finite_confidence, infinite_confidence
+from .manyclass import PairPrior, check_pair_table_size, pair_table, urn_confidence_exact
 
 __all__ = ["HaltingRule", "InfiniteRule", "UrnRule", "ExactRule", "FixedRule", "MarginRule", "REGISTRY", "register",
            "make_rule", "SlowVoteWarning"]
@@ -564,13 +563,6 @@ def _urn_stop_bits(T, support, probs, alpha):
     return np.packbits(stop)
 
 
-def _prior_key(support, probs):
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(support, dtype=np.int64).tobytes())
-    h.update(np.ascontiguousarray(probs, dtype=np.float64).tobytes())
-    return h.hexdigest()
-
-
 def _urn_levels(T, l, support, probs):
     """P*(t, T) of the current majority, level by level: yields ``(s, idx, conf)`` for ``s = T, ..., 0``.
 
@@ -679,7 +671,7 @@ class UrnRule(HaltingRule):
         if method not in ("auto", "exact", "bound"):
             raise ValueError(f"method must be 'auto', 'exact' or 'bound', got {method!r}")
         self.method = method
-        prior = _prior_argument(prior)
+        prior = prior_argument(prior)
         self.prior = prior
         self._pair_prior = None
         if prior is None:
@@ -699,8 +691,9 @@ class UrnRule(HaltingRule):
             if method == "bound":
                 raise ValueError("method='bound' needs the uniform prior (None) or a PairPrior, "
                                  "not a prior given as (support, probs)")
-            self._support, self._probs = check_prior(prior, self.n_members)
-            self._prior_key = _prior_key(self._support, self._probs)
+            self._parsed_prior = check_prior(prior, self.n_members)
+            self._support, self._probs = self._parsed_prior
+            self._prior_key = self._parsed_prior.key
             self.n_classes = self._support.shape[1]
 
     name, strength = "urn", "confidence"
@@ -779,17 +772,15 @@ class UrnRule(HaltingRule):
 
         With ``build``, also build (and cache) the table, so that voting is look-ups only.
         """
-        _check_size(self.n_members, l, self._pair_prior is not None)
+        check_pair_table_size(self.n_members, l, self._pair_prior is not None)
         if build:
             pair_table(self.n_members, l, self._pair_prior)
 
     def _prior_for(self, l):
+        """The rule's prior as a :class:`~ensvote.confidence.Prior` (the uniform one written out for ``l`` classes)."""
         if self._support is not None:
-            return self._support, self._probs
-        from .confidence import uniform_prior
-
-        p = uniform_prior(self.n_members, l)
-        return check_prior(p, self.n_members)
+            return self._parsed_prior
+        return check_prior(None, self.n_members, l)
 
     def table(self, n_classes: int = 2) -> NDArray[np.float64] | None:
         """The dense table of P*(t, T) for the current majority, or ``None``.
@@ -834,8 +825,9 @@ class UrnRule(HaltingRule):
         own = self.__dict__.setdefault("_dense_tables", {})  # the rule's own, then the shared cache
         if l in own:
             return own[l]
-        support, probs = self._prior_for(l)
-        key = (T, l, _prior_key(support, probs))
+        prior = self._prior_for(l)
+        support, probs = prior
+        key = (T, l, prior.key)
         tab = _URN_TABLES.get(key)
         if tab is None:
             tab = _urn_confidence_table(T, l, support, probs)
@@ -974,8 +966,9 @@ class UrnRule(HaltingRule):
             return None
         bits = self.__dict__.get("_bits")  # the rule's own, then the shared cache
         if bits is None:
-            support, probs = self._prior_for(2)
-            key = (T, "stop bits", _prior_key(support, probs), self.confidence)
+            prior = self._prior_for(2)
+            support, probs = prior
+            key = (T, "stop bits", prior.key, self.confidence)
             bits = _URN_TABLES.get(key)
             if bits is None:
                 bits = _URN_TABLES[key] = _urn_stop_bits(T, support, probs, self.confidence)

@@ -243,8 +243,8 @@ def test_oob_prior_needs_out_of_bag_rows():
 def test_expected_queries_bad_method():
     with pytest.raises(ValueError, match="'mc' or 'exact'"):
         ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10), method="dp")
-    with pytest.raises(ValueError, match="two classes"):
-        ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10, 3), method="exact")
+    with pytest.raises(ValueError, match="two and three classes"):
+        ev.expected_queries(ev.ExactRule(10), ev.uniform_prior(10, 4), method="exact")
 
 
 def test_smoothing_window_must_be_odd():
@@ -359,7 +359,7 @@ def test_votes_beyond_exact_integers():
     (lambda: ev.halt(np.array([[0, 2**40, 1]]), ev.ExactRule(3)), "n_classes would be 1,099,511,627,777"),
     (lambda: ev.halt(np.zeros((2, 3), dtype=int), ev.ExactRule(3), n_classes=2**40), "limit of 50,000,000"),
     (lambda: ev.expected_queries(ev.ExactRule(3001), ev.uniform_prior(3001), method="exact"),
-     "limit of 250,000,000; use method='mc'"),
+     "limit of 4,000,000; use method='mc'"),
     (lambda: ev.expected_queries(ev.ExactRule(101), ev.uniform_prior(101), n_samples=10**6),
      "limit of 50,000,000"),
     (lambda: ev.finite_confidence([1, 0, 0], 50, n_mc=10**8), r"n_mc=100,000,000 .* limit of 50,000,000"),

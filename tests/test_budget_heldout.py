@@ -199,12 +199,12 @@ def test_bad_uniform_rows(bad):
 def test_uniform_rows_mix_the_uniform_prior_in(l):
     """The prior a policy is built under is the deconvolved one and the uniform one, as m : uniform_rows."""
     from ensvote.optimal import _mixture_prior
-    from ensvote.priors import _VoteMixture
+    from ensvote.priors import VoteMixture
 
     rng = np.random.default_rng(5)
     m, Tl = 80, (T if l == 2 else 31)
     oob = rng.multinomial(37, rng.dirichlet(np.full(l, 0.5), size=m))
-    mix = _VoteMixture(oob, 50)
+    mix = VoteMixture(oob, 50)
     plain, mixed = _mixture_prior(oob, Tl, 50, 0.0), _mixture_prior(oob, Tl, 50, 4.0)
     if l == 2:
         assert np.array_equal(plain, mix.prior(Tl))  # 0 changes nothing

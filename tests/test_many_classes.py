@@ -228,7 +228,7 @@ def test_pair_prior_is_the_papers_prior_for_two_classes():
     n = rng.integers(25, 45, size=300)
     oob = np.column_stack([np.round(share * n), n - np.round(share * n)]).astype(int)
     paper = ev.oob_prior(oob, T)
-    pair = mc.pair_oob_prior(oob, T)
+    pair = ev.priors.pair_oob_prior(oob, T)
     x = np.arange(T + 1)
     assert np.array_equal(pair.probs[0, x, T - x], paper) and np.array_equal(pair.probs[1, T - x, x], paper)
     states = _all_states(T, 2)
@@ -242,7 +242,7 @@ def test_pair_prior_is_the_papers_prior_for_two_classes():
 def test_pair_histogram_by_hand():
     T = 4
     oob = np.array([[4, 0, 0, 0], [1, 1, 2, 0]])  # already T votes: no rescaling
-    pr = mc.pair_oob_prior(oob, T, window=1)
+    pr = ev.priors.pair_oob_prior(oob, T, window=1)
     # class 0 vs its 3 rivals: (4,0) three times, then (1,1), (1,2), (1,0)
     want = np.zeros((T + 1, T + 1))
     want[4, 0] = 3

@@ -213,9 +213,9 @@ def test_three_class_halt_uses_the_table():
 
 def test_build_is_deterministic():
     a = OptimalRule(101, 0.005, prior=PRIORS_101["oob-2"][0])
-    from ensvote import optimal
+    from ensvote import _bellman
 
-    optimal._MODELS.clear()
+    _bellman._MODELS.clear()
     b = OptimalRule(101, 0.005, prior=PRIORS_101["oob-2"][0])
     assert np.array_equal(a.table(), b.table()) and a.price == b.price
     assert a.optimum_members == b.optimum_members
@@ -224,13 +224,12 @@ def test_build_is_deterministic():
 @pytest.mark.parametrize("l", [2, 3])
 def test_remembered_policies_are_the_solved_ones(l):
     """A budget search reuses the policies of the searches before it; they must be the ones a solve gives."""
-    from ensvote import optimal
+    from ensvote import _bellman
 
-    optimal._MODELS.clear()
+    _bellman._MODELS.clear()
     T = 31 if l == 3 else 101
     prior = ev.uniform_prior(T, l)
-    support, probs = ev.confidence.check_prior(prior, T)
-    model = optimal._model(T, support, probs)
+    model = _bellman._model(T, ev.confidence.check_prior(prior, T))
     for price in (0.0, 1.0, 3.7, 1.0, 0.0):  # misses, then hits
         stops, value = model.policy_at(price)
         fresh = model.solve(price)[1]
@@ -244,7 +243,7 @@ def test_remembered_policies_are_the_solved_ones(l):
     warm = [OptimalRule(T, d, prior=prior) for d in (0.02, 0.01, 0.005)]
     cold = []
     for d in (0.02, 0.01, 0.005):
-        optimal._MODELS.clear()
+        _bellman._MODELS.clear()
         cold.append(OptimalRule(T, d, prior=prior))
     for a, b in zip(warm, cold):
         assert np.array_equal(a.table(), b.table()) and a.price == b.price

@@ -13,8 +13,9 @@ import pytest
 
 from ensvote import OptimalRule, clear_caches
 from ensvote.confidence import check_prior, uniform_prior
-from ensvote.optimal import UNIFORM_ROWS, _model, _pairwise_sum, cross_validated_budget
-from ensvote.priors import _VoteMixture
+from ensvote._bellman import _model, _pairwise_sum
+from ensvote.optimal import UNIFORM_ROWS, cross_validated_budget
+from ensvote.priors import VoteMixture
 
 
 # --------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def model(request):
     T, l, kind = request.param
     rng = np.random.default_rng(T * 10 + l)
     support, probs = check_prior(uniform_prior(T, l), T) if kind == "uniform" else _random_prior(T, l, rng)
-    return _model(T, support, probs)
+    return _model(T, check_prior((support, probs), T))
 
 
 def _random_policies(model, rng, n=4):
@@ -192,5 +193,5 @@ def test_fold_fits_are_reused_only_for_a_seed():
     rule = OptimalRule.from_oob_votes(v, 101, 0.01)
     rows = v[v.sum(1) > 0]  # the final table's prior: all the rows' deconvolved one, with uniform_rows mixed in
     w = UNIFORM_ROWS / (len(rows) + UNIFORM_ROWS)
-    ref = OptimalRule(101, rule.disagreement, prior=_VoteMixture(rows, 100).prior(101, uniform=w))
+    ref = OptimalRule(101, rule.disagreement, prior=VoteMixture(rows, 100).prior(101, uniform=w))
     assert rule.table_key(2) == ref.table_key(2) and rule.expected_members == ref.expected_members

@@ -320,6 +320,20 @@ def test_expected_queries_mc_matches_exact(T, alpha):
         assert abs(mc - exact) < 4 * sem, (rule, mc, exact, sem)
 
 
+def test_expected_queries_exact_for_three_classes_is_the_policy_value_and_the_monte_carlo_mean():
+    # one exact evaluator (ensvote._bellman.evaluate_rule) behind expected_queries and policy_value
+    T = 21
+    rng = np.random.default_rng(ev.SEED)
+    sup = ev.compositions(T, 3)
+    p = rng.random(len(sup)) ** 4
+    p /= p.sum()
+    for rule in (ev.UrnRule(T, 0.95), ev.ExactRule(T), ev.InfiniteRule(0.9), ev.FixedRule(5)):
+        exact = ev.expected_queries(rule, (sup, p), method="exact")
+        assert exact == ev.policy_value(rule, (sup, p)).members
+        mc, sem = ev.expected_queries(rule, (sup, p), n_samples=20_000, return_sem=True)
+        assert abs(mc - exact) < 4 * sem + 1e-12, (rule, mc, exact)
+
+
 def test_expected_queries_fixed_and_exact_rules():
     prior = ev.uniform_prior(21)
     assert ev.expected_queries(ev.FixedRule(7), prior, method="exact") == pytest.approx(7.0)

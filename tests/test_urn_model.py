@@ -8,9 +8,9 @@ from math import comb
 import numpy as np
 import pytest
 
-from ensvote import UrnRule, finite_confidence, optimal
+from ensvote import UrnRule, _bellman, finite_confidence
 from ensvote._urn import backward_levels, grid, log_levels, log_split, ratio_from_logs
-from ensvote.confidence import compositions
+from ensvote.confidence import check_prior, compositions
 from ensvote.manyclass import PairPrior, pair_table
 
 
@@ -102,7 +102,7 @@ def test_the_users_of_the_model_agree(l):
     support, w = _random_prior(T, l, 5)
     p = w / w.sum()
     table = UrnRule(T, prior=(support, p)).table(l)
-    model = optimal._model(T, support, p)
+    model = _bellman._model(T, check_prior((support, p), T))
     t = compositions(T // 2, l)
     conf = finite_confidence(t, T, prior=(support, p))
     ok = ~np.isnan(conf)

@@ -79,7 +79,7 @@ from sklearn.ensemble import RandomForestClassifier
 from ensvote import HaltingClassifier, OptimalRule, datasets, policy_value
 from ensvote.optimal import UNIFORM_ROWS
 from ensvote.experiments.store import rng_and_ints, task_seed
-from ensvote.priors import DECONVOLUTION_RESOLUTION, _VoteMixture
+from ensvote.priors import DECONVOLUTION_RESOLUTION, VoteMixture
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data" / "budget_calibration.csv"
@@ -122,7 +122,7 @@ def truth(problem):
     _, (seed,) = rng_and_ints(task_seed(SUITE, problem, -1), 1)
     rf = RandomForestClassifier(n_estimators=TRUTH_TREES, random_state=seed, n_jobs=1)
     votes = HaltingClassifier(rf, rule="exact").fit(X, y).oob_votes_  # the votes only: no prior, no table
-    mix = _VoteMixture(votes[votes.sum(1) > 0], DECONVOLUTION_RESOLUTION[votes.shape[1]])
+    mix = VoteMixture(votes[votes.sum(1) > 0], DECONVOLUTION_RESOLUTION[votes.shape[1]])
     return mix, len(y)
 
 
