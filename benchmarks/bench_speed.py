@@ -76,6 +76,7 @@ RULES = {  # label -> HaltingClassifier keyword arguments
     "SIBA": dict(rule="urn", prior="uniform"),
     "infinite": dict(rule="infinite"),
     "exact": dict(rule="exact"),
+    "soft": dict(voting="soft"),  # the forest's own soft vote, stopped exactly (same labels as its predict)
 }
 FIELDS = ["section", "dataset", "rule", "n_rows", "n_classes", "n_jobs", "tree_speedup", "vs_sklearn",
           "vs_onnx", "value"]
@@ -236,6 +237,8 @@ def main(argv=None):
             clf.predict(Xte[:10])  # compile / load the loop outside the timing
             t, outs = interleaved([lambda: forest.predict(Xte), lambda: onnx(Xte), lambda: clf.predict(Xte)],
                                   args.repeat)
+            if "voting" in kw:  # the soft vote stopped exactly: the forest's own labels, row for row
+                assert np.array_equal(outs[2], outs[0]), f"{name}: soft labels differ from the forest's predict"
             sp = clf.halt(Xte).speedup
             emit(section="batch", dataset=name, rule=label, n_rows=len(Xte), n_classes=l, n_jobs=1,
                  tree_speedup=sp, vs_sklearn=t[0] / t[2], vs_onnx=t[1] / t[2])

@@ -25,6 +25,16 @@ __all__ = ["HaltingClassifier"]
 _ENSEMBLES = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
 
 
+def _leaf_proba(member, n_classes):
+    """A member's class probabilities at each node, in the ensemble's class indices, as its
+    ``predict_proba`` returns them at a leaf (a bagging member may have seen fewer classes)."""
+    value = member.tree_.value[:, 0, :]
+    cols = np.asarray(member.classes_).astype(np.intp)
+    out = np.zeros((value.shape[0], n_classes))
+    out[:, cols] = value[:, :len(cols)]
+    return out
+
+
 def _tree_input(X):
     """A validated float32 array or CSR matrix, with the int32 sparse indices the trees want.
 
@@ -106,6 +116,16 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         five folds, which costs several times the forest's own fit with two
         classes and tens of times with three, where the table has
         ``(T + 1) ** 3`` entries (see Notes); predicting is a look-up.
+    voting : {"hard", "soft"}, default="hard"
+        ``"hard"``: the majority of the members' votes, stopped by ``rule``.
+        ``"soft"``: the argmax of the members' averaged class probabilities,
+        as the forest's own ``predict`` (and ``BaggingClassifier``'s) decides,
+        stopped exactly: a row stops once the members not yet queried cannot
+        change the argmax (each adds at most 1 to any class's sum), so the
+        labels equal ``estimator_.predict(X)`` on every row (with the
+        forest's sum in member order, as scikit-learn adds with ``n_jobs``
+        None).  It takes no rule: ``rule`` must stay at its default and
+        ``disagreement`` unset; ``rule_`` and ``prior_`` are None.
     n_jobs : int or None, default=None
         Threads for ``predict``, ``predict_proba`` and ``halt`` on dense
         ``X``: None or 1 one thread, -1 every core (``-2`` all but one, ...).
@@ -204,12 +224,14 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     def __init__(self, estimator: BaseEstimator | None = None,
                  rule: Literal["urn", "infinite", "exact", "optimal"] | HaltingRule = "urn", confidence: float = 0.99,
                  prior: Literal["auto", "oob", "uniform"] | ArrayLike | None = "auto",
-                 disagreement: float | None = None, n_jobs: int | None = None):
+                 disagreement: float | None = None, voting: Literal["hard", "soft"] = "hard",
+                 n_jobs: int | None = None):
         self.estimator = estimator
         self.rule = rule
         self.confidence = confidence
         self.prior = prior
         self.disagreement = disagreement
+        self.voting = voting
         self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
@@ -288,6 +310,13 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"prior must be 'auto', 'oob', 'uniform' or an array, got {self.prior!r}")
         check_probability(self.confidence, name="confidence")
         kernel.resolve_n_jobs(self.n_jobs)  # a bad n_jobs fails here
+        if not (isinstance(self.voting, str) and self.voting in ("hard", "soft")):
+            raise ValueError(f"voting must be 'hard' or 'soft', got {self.voting!r}")
+        if self.voting == "soft" and (not isinstance(self.rule, str) or self.rule != "urn"
+                                      or self.disagreement is not None):
+            raise ValueError("voting='soft' stops exactly where the members not yet queried cannot change the "
+                             "argmax of the averaged probabilities, and takes no rule: leave rule at its default "
+                             "and disagreement unset (they apply to voting='hard')")
         cls = self._rule_class()
         if cls is not None and cls.strength == "disagreement":
             if self.disagreement is None:
@@ -331,8 +360,12 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         self._ensemble = TreeEnsemble(
             [m.tree_ for m in members], list(feats) if feats is not None else [None] * self.n_members_,
             [np.asarray(m.classes_).take(np.argmax(m.tree_.value[:, 0, :], axis=1)) for m in members],
-            len(self.classes_))
+            len(self.classes_), leaf_proba=[_leaf_proba(m, len(self.classes_)) for m in members]
+            if self.voting == "soft" else None)
         self.oob_votes_ = self._oob_votes(X, validated=True) if getattr(self.estimator_, "bootstrap", False) else None
+        if self.voting == "soft":  # the exact soft stop: no rule, no prior
+            self.rule_ = self.prior_ = self.expected_members_ = self.expected_disagreement_ = None
+            return self
         named = self._rule_class()
         strength = None if named is None else {"confidence": self.confidence,
                                                "disagreement": self.disagreement}.get(named.strength)
@@ -488,9 +521,12 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                [2, 8]])
         """
         check_is_fitted(self, "estimator_")
-        res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
-        return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried,
-                          counts=res.counts, n_members=res.n_members, stopped=res.stopped)
+        if self.voting == "soft":
+            res = self._ensemble.soft_halt(self._X(X), self.n_jobs)
+        else:
+            res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
+        return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried, counts=res.counts,
+                          n_members=res.n_members, stopped=res.stopped, proba_sum=res.proba_sum)
 
     def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Vote fractions of the members queried for each row.
@@ -501,7 +537,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         *not* the forest's averaged tree probabilities (soft vote), and not a
         calibrated probability: a row that stopped after a few unanimous
         members gets 1.0 for its class.  Its row-wise argmax (lowest index on
-        ties) is ``predict(X)``.
+        ties) is ``predict(X)``.  With ``voting="soft"``: the members' class
+        probabilities averaged over the members queried (the forest's own
+        ``predict_proba`` on rows that query every member).
 
         Parameters
         ----------
@@ -526,6 +564,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                [0.2   , 0.8   ]])
         """
         check_is_fitted(self, "estimator_")
+        if self.voting == "soft":
+            res = self._ensemble.soft_halt(self._X(X), self.n_jobs)
+            return res.proba_sum / res.n_queried[:, None]
         res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
         return res.counts / res.n_queried[:, None]
 
@@ -547,7 +588,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         return self._validate_X(X)
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """Hard majority vote of the members queried until the rule stops.
+        """Hard majority vote of the members queried until the rule stops (``voting="soft"``: the soft vote).
 
         The same labels as ``halt(X).labels``, without assembling the counts.
 
@@ -573,6 +614,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         ens = self.__dict__.get("_ensemble")
         if ens is None:
             check_is_fitted(self, "estimator_")
+        if self.voting == "soft":
+            return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs).labels)
         if (type(X) is np.ndarray and X.shape == (1, self.n_features_in_)
                 and (X.dtype == np.float64 or X.dtype == np.float32) and X.flags.c_contiguous
                 and "feature_names_in_" not in self.__dict__):

@@ -44,6 +44,10 @@ class HaltResult:
         ran out first (for finite rules, which always stop at ``T``, False only
         for rows whose outcome at ``T`` the rule would not have called, e.g.
         :class:`~ensvote.InfiniteRule` rows still below π after all members).
+    proba_sum : ndarray of float, shape (n_rows, n_classes), or None
+        Soft voting (``HaltingClassifier(voting="soft")``): the members'
+        class probabilities summed over the members queried; ``counts`` is
+        then None.
 
     Examples
     --------
@@ -65,6 +69,7 @@ class HaltResult:
     counts: np.ndarray
     n_members: int
     stopped: np.ndarray = None
+    proba_sum: np.ndarray = None
 
     @property
     def mean_queried(self) -> float:
@@ -592,6 +597,10 @@ class TreeEnsemble:
         Per member, the class index (``0..n_classes-1``) each node votes for.
     n_classes : int
         Number of classes ``l``.
+    leaf_proba : list of ndarray of float, optional
+        Per member, the class probabilities (``n_classes`` columns) of each
+        node as the member's ``predict_proba`` gives them at its leaves: the
+        soft vote of :meth:`soft_halt`.
 
     Examples
     --------
@@ -615,7 +624,7 @@ class TreeEnsemble:
     #: numpy path: row sets at least this large are reordered by leaf.
     SORT_MIN_ROWS = 64
 
-    def __init__(self, trees, features, leaf_class, n_classes):
+    def __init__(self, trees, features, leaf_class, n_classes, leaf_proba=None):
         from . import kernel
 
         self.trees, self.features = list(trees), list(features)
@@ -627,6 +636,9 @@ class TreeEnsemble:
         self.leaf_code = [stride.take(c) for c in self.leaf_class]
         self.arrays = kernel.ForestArrays(self.trees, self.features, self.leaf_code)
         self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
+        self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
+        # the same, stacked in the compiled loop's node order
+        self._proba_nodes = None if leaf_proba is None else np.ascontiguousarray(np.concatenate(self.leaf_proba))
 
     # ------------------------------------------------------------------
     def member_votes(self, j, X):
@@ -831,6 +843,83 @@ class TreeEnsemble:
 
         code, _ = kernel.run_one(x, self.arrays, plan[0].table, plan[0].stops_at)
         return -1 if code < 0 else int(plan[1][code])
+
+    def soft_halt(self, X, n_jobs=None):
+        """Soft voting, stopped exactly: :class:`HaltResult` whose labels are the forest's own soft-vote labels.
+
+        Members are queried in order and their class probabilities summed; a
+        row stops once the remaining members cannot change the argmax of the
+        sum (each adds at most 1 to any class and takes from none), and a row
+        that runs through every member takes ``argmax(sum / T)`` as
+        scikit-learn's ``predict`` does (the sum in the same order, lowest
+        index on ties), so the labels equal the forest's ``predict`` on every
+        row.  Needs ``leaf_proba``.
+
+        Parameters
+        ----------
+        X : ndarray of float32 or CSR matrix, shape (n_rows, n_features)
+        n_jobs : int or None
+            Threads for dense ``X``.
+
+        Returns
+        -------
+        HaltResult
+            ``labels`` (class indices), ``n_queried``, ``proba_sum``; ``counts`` None.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ms = rf.estimators_
+        >>> ens = TreeEnsemble([m.tree_ for m in ms], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in ms], 2,
+        ...                    leaf_proba=[m.tree_.value[:, 0, :] for m in ms])
+        >>> res = ens.soft_halt(X)
+        >>> bool((res.labels == rf.predict(X)).all()), bool(res.mean_queried < 31)
+        (True, True)
+        """
+        if self._proba_nodes is None:
+            raise ValueError("soft voting needs the members' leaf probabilities (TreeEnsemble(..., leaf_proba=...))")
+        if sparse.issparse(X):
+            label, n_queried, total = self._soft_numpy(X)
+        else:
+            from . import kernel
+
+            label, n_queried, total = kernel.run_soft(X, self.arrays, self._proba_nodes, n_jobs)
+        return HaltResult(labels=label, n_queried=n_queried, counts=None, n_members=self.n_members,
+                          stopped=n_queried < self.n_members, proba_sum=total)
+
+    def _soft_numpy(self, X):
+        """The numpy soft loop (any ``X``; the reference the compiled loop is tested against)."""
+        from .kernel import soft_margin
+
+        n, T, l = X.shape[0], self.n_members, self.n_classes
+        S = np.zeros((n, l))
+        label = np.zeros(n, dtype=np.int64)
+        n_queried = np.zeros(n, dtype=np.int64)
+        total = np.zeros((n, l))
+        rows = np.arange(n)
+        eps = soft_margin(T)
+        for j in range(T):
+            if not len(rows):
+                break
+            leaves = self.trees[j].apply(_columns(_take_rows(X, rows), self.features[j]))
+            S[rows] += self.leaf_proba[j][leaves]
+            Sr, R = S[rows], T - j - 1
+            if R == 0:  # the forest's own predict: argmax of the average
+                c, done = np.argmax(Sr / T, axis=1), np.ones(len(rows), dtype=bool)
+            else:
+                c = np.argmax(Sr, axis=1)
+                gap = Sr[np.arange(len(rows)), c][:, None] - Sr
+                gap[np.arange(len(rows)), c] = np.inf
+                done = (gap > R + eps).all(axis=1)
+            label[rows[done]], n_queried[rows[done]], total[rows[done]] = c[done], j + 1, Sr[done]
+            rows = rows[~done]
+        return label, n_queried, total
 
     # ------------------------------------------------------------------
     def _fetch(self, X):

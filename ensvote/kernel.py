@@ -41,7 +41,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["ForestArrays", "compile_kernels", "resolve_n_jobs", "run_forest", "run_one"]
+__all__ = ["ForestArrays", "compile_kernels", "resolve_n_jobs", "run_forest", "run_one", "run_soft", "soft_margin"]
 
 #: Fewest rows per thread worth starting threads for (below, one thread runs them all).
 MIN_ROWS_PER_THREAD = 64
@@ -168,6 +168,99 @@ def _forest_one(x, child, feature, threshold, nan_right, is_leaf, node_code, roo
         if j + 1 < T and check[j + 1] and table[code]:
             return code, j + 1
     return code, T
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _soft_leader(S, i, l, R, eps):
+    """The leader of the sums ``S[i]`` if ``R`` more members cannot overtake it, else -1.
+
+    A member adds a probability vector: it raises any class's sum by at most
+    1 and lowers none, so the leader ``c`` is final once ``S_c - S_k > R``
+    for every other class ``k``; ``eps`` covers the rounding of the sums.
+    """
+    c = 0
+    for k in range(1, l):
+        if S[i, k] > S[i, c]:
+            c = k
+    for k in range(l):
+        if k != c and S[i, c] - S[i, k] <= R + eps:
+            return -1
+    return c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _soft_final(S, i, l, T):
+    """``argmax(S[i] / T)``, lowest index on ties: scikit-learn's predict on its averaged probabilities."""
+    c = 0
+    best = S[i, 0] / T
+    for k in range(1, l):
+        v = S[i, k] / T
+        if v > best:
+            best = v
+            c = k
+    return c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, label, n_queried,
+                total):
+    """Soft voting over rows ``a..b-1``: each row's probability sums member by member, in member order
+    (the order of scikit-learn's sum), until no remaining members can change the argmax."""
+    T = roots.shape[0]
+    l = leaf_proba.shape[1]
+    m = b - a
+    active = np.arange(a, b)
+    leaf_of = np.empty(m, dtype=np.uint32)
+    S = np.zeros((m, l))
+    n_active = m
+    for j in range(T):
+        if n_active == 0:
+            break
+        root = np.uint32(roots[j])
+        i = 0
+        while i + 8 <= n_active:
+            _walk8(X, active, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
+            i += 8
+        while i < n_active:
+            leaf_of[i] = _walk(X, active[i], root, child, feature, threshold, nan_right, is_leaf)
+            i += 1
+        R = T - (j + 1)
+        keep = 0
+        for i in range(n_active):
+            for k in range(l):
+                S[i, k] += leaf_proba[leaf_of[i], k]
+            c = _soft_final(S, i, l, T) if R == 0 else _soft_leader(S, i, l, R, eps)
+            if c >= 0:
+                r = active[i]
+                label[r] = c
+                n_queried[r] = j + 1
+                for k in range(l):
+                    total[r, k] = S[i, k]
+            else:
+                active[keep] = active[i]
+                for k in range(l):
+                    S[keep, k] = S[i, k]
+                keep += 1
+        n_active = keep
+
+
+@njit(cache=True, nogil=True)
+def _soft_serial(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, label,
+                 n_queried, total):
+    n = X.shape[0]
+    for a in range(0, n, block):
+        _soft_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, leaf_proba, roots,
+                    eps, label, n_queried, total)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _soft_parallel(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, label,
+                   n_queried, total):
+    n = X.shape[0]
+    for k in prange((n + block - 1) // block):
+        a = k * block
+        _soft_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, leaf_proba, roots,
+                    eps, label, n_queried, total)
 
 
 # ---------------------------------------------------------------------------
@@ -298,6 +391,52 @@ def run_forest(X32, forest, table, stops_at, n_jobs=None):
         _run(_forest_serial, _forest_parallel, n, n_jobs,
              (X32, block) + forest.args() + (table, stops_at, code_end, n_queried))
     return code_end, n_queried
+
+
+def soft_margin(n_members):
+    """The rounding allowance of the soft stop: sums of up to ``T`` probabilities, each at most 1, added
+    in float64 err by less than ``T**2 * 2**-53``; four times that, plus a floor.
+
+    Examples
+    --------
+    >>> from ensvote.kernel import soft_margin
+    >>> soft_margin(101) < 1e-9
+    True
+    """
+    return 4.0 * float(n_members) ** 2 * 2.0 ** -53 + 1e-12
+
+
+def run_soft(X32, forest, leaf_proba, n_jobs=None):
+    """Soft voting with the exact stop: labels equal to ``argmax`` of the forest's averaged probabilities.
+
+    Parameters
+    ----------
+    X32 : ndarray of float32, shape (n_rows, n_features), C-contiguous
+    forest : ForestArrays
+    leaf_proba : ndarray of float64, shape (n_nodes, n_classes)
+        The class probabilities of each node's leaf, as the member's ``predict_proba`` gives them.
+    n_jobs : int or None
+
+    Returns
+    -------
+    label : ndarray of int64, shape (n_rows,)
+        Class indices.
+    n_queried : ndarray of int64, shape (n_rows,)
+    total : ndarray of float64, shape (n_rows, n_classes)
+        The probabilities summed over the members queried.
+    """
+    n = X32.shape[0]
+    label = np.zeros(n, dtype=np.int64)
+    n_queried = np.zeros(n, dtype=np.int64)
+    total = np.zeros((n, leaf_proba.shape[1]))
+    if n:
+        threads = min(resolve_n_jobs(n_jobs), max(1, n // MIN_ROWS_PER_THREAD))
+        block = BLOCK if threads == 1 else max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n // (4 * threads))))
+        f = forest
+        _run(_soft_serial, _soft_parallel, n, n_jobs,
+             (X32, block, f.child, f.feature, f.threshold, f.nan_right, f.is_leaf, leaf_proba, f.roots,
+              soft_margin(len(f.roots)), label, n_queried, total))
+    return label, n_queried, total
 
 
 def run_one(x, forest, table, stops_at):
