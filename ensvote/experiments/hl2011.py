@@ -15,11 +15,6 @@ import math
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.ensemble._forest import _generate_sample_indices
-from sklearn.tree import DecisionTreeClassifier
-from sklearn.tree._criterion import Gini
-from sklearn.tree._splitter import BestSplitter
-from sklearn.tree._tree import DepthFirstTreeBuilder, Tree
 from sklearn.utils import check_array
 
 from .. import datasets as _datasets
@@ -66,22 +61,14 @@ def proxy_seeds(seed, n_trees, chunk=500):
 def proxy_votes(Xtr, ytr, Xte, max_features, n_trees, seed, chunk=500):
     """Vote counts of an ``n_trees`` ensemble made of ``chunk``-tree forests, each with its own seed.
 
-    Chunk ``c`` is exactly the forest
-    ``RandomForestClassifier(n_estimators=k, max_features=max_features,
-    random_state=proxy_seeds(seed, n_trees, chunk)[c]).fit(Xtr, ytr)`` with
-    ``k = min(chunk, n_trees - c * chunk)``:
-    the same per-tree seeds, bootstrap samples and splits, and each tree votes
-    for the class of largest value in the leaf a test row reaches (lowest
-    index on ties), as the forest's trees do in :meth:`HaltingClassifier.member_votes
-    <ensvote.HaltingClassifier.member_votes>`.  The trees are grown by
-    scikit-learn's own builder (``DepthFirstTreeBuilder`` with the Gini
-    criterion and the best splitter, the forest's defaults) without the
-    per-tree Python work of ``RandomForestClassifier.fit`` (cloning, parameter
-    and target checks), which on the small problems of the suite costs as much
-    as growing the trees; each tree is dropped once it has voted, so memory
-    does not grow with ``n_trees``.  These are private scikit-learn classes:
-    ``tests/test_proxy_votes.py`` checks the counts against the forests
-    themselves, and the pinned scikit-learn version keeps them stable.
+    Chunk ``c`` is the forest ``RandomForestClassifier(n_estimators=k,
+    max_features=max_features, random_state=proxy_seeds(seed, n_trees,
+    chunk)[c]).fit(Xtr, ytr)`` with ``k = min(chunk, n_trees - c * chunk)``;
+    each tree votes for the class of largest value in the leaf a test row
+    reaches (lowest index on ties), as the forest's trees do in
+    :meth:`HaltingClassifier.member_votes <ensvote.HaltingClassifier.member_votes>`.
+    Each chunk is dropped once it has voted, so memory does not grow with
+    ``n_trees``.
 
     Parameters
     ----------
@@ -101,29 +88,15 @@ def proxy_votes(Xtr, ytr, Xte, max_features, n_trees, seed, chunk=500):
     """
     if max_features not in (None, "sqrt"):
         raise ValueError(f"proxy_votes: max_features must be None or 'sqrt', got {max_features!r}")
-    X = check_array(Xtr, dtype=np.float32, ensure_all_finite=False)
     Xq = np.ascontiguousarray(check_array(Xte, dtype=np.float32, ensure_all_finite=False))
-    classes, y_enc = np.unique(np.asarray(ytr), return_inverse=True)
-    if len(y_enc) != len(X):
-        raise ValueError(f"proxy_votes: {len(X)} training rows but {len(y_enc)} labels")
-    y = np.ascontiguousarray(y_enc.reshape(-1, 1), dtype=np.float64)
-    # the forest's own check: None without NaN, else the features that have one
-    missing = DecisionTreeClassifier()._compute_missing_values_in_feature_mask(X)
-    n, n_features = X.shape
-    m_try = n_features if max_features is None else max(1, int(np.sqrt(n_features)))
-    n_classes = np.array([len(classes)], dtype=np.intp)
+    classes = np.unique(np.asarray(ytr))
     counts = np.zeros((len(Xq), len(classes)), dtype=np.int64)
     rows = np.arange(len(Xq))
-    max_int = np.iinfo(np.int32).max
     for c, s in enumerate(proxy_seeds(seed, n_trees, chunk)):
-        forest_rng = np.random.RandomState(s)  # as RandomForestClassifier(random_state=s) seeds its trees
-        for _ in range(min(chunk, n_trees - c * chunk)):
-            tree_seed = forest_rng.randint(max_int)
-            weight = np.bincount(_generate_sample_indices(tree_seed, n, n, None), minlength=n).astype(np.float64)
-            splitter = BestSplitter(Gini(1, n_classes), m_try, 1, 0.0, np.random.RandomState(tree_seed), None)
-            tree = Tree(n_features, n_classes, 1)
-            DepthFirstTreeBuilder(splitter, 2, 1, 0.0, max_int, 0.0).build(tree, X, y, weight, missing)
-            np.add.at(counts, (rows, np.argmax(tree.value[tree.apply(Xq), 0, :], axis=1)), 1)
+        forest = RandomForestClassifier(n_estimators=min(chunk, n_trees - c * chunk), max_features=max_features,
+                                        random_state=s, n_jobs=1).fit(Xtr, ytr)
+        for tree in forest.estimators_:
+            np.add.at(counts, (rows, np.argmax(tree.tree_.value[tree.tree_.apply(Xq), 0, :], axis=1)), 1)
     return classes, counts
 
 
