@@ -496,6 +496,43 @@ def _meet_budget(model, delta, max_iter=200):
     raise RuntimeError("bisection did not bracket the budget")  # pragma: no cover
 
 
+def _meet_members(model, max_members, max_iter=200):
+    """A compute budget: λ by bisection, the λ-optimal policy with expected members at most ``max_members``.
+
+    Expected members grow with λ and expected disagreement falls, so the
+    largest λ whose policy queries at most ``max_members`` members on average
+    gives the least disagreement among the λ-optimal (deterministic)
+    policies within the budget; between it and the next policy, vote vectors
+    are switched one at a time while the budget allows and the disagreement
+    does not rise.
+    """
+    stops_lo, v_lo = model.policy_at(0.0)  # λ = 0: every row stops after its first vote
+    lo, hi = 0.0, 1.0
+    stops_hi, v_hi = model.policy_at(hi)
+    while v_hi.members <= max_members:
+        lo, stops_lo, v_lo = hi, stops_hi, v_hi
+        if v_hi.disagreement <= 0.0 or hi > 1e15:  # the budget buys every member that can lower it
+            return {"price": lo, "stops": stops_lo, "value": v_lo}
+        hi *= 2.0
+        stops_hi, v_hi = model.policy_at(hi)
+    for _ in range(max_iter):
+        if _n_diff(stops_lo, stops_hi, model.valid) <= 1 or hi - lo <= 1e-13 * hi:
+            break
+        mid = 0.5 * (lo + hi) if lo == 0.0 or hi / lo > 4 else math.sqrt(lo * hi)
+        stops_mid, v_mid = model.policy_at(mid)
+        if v_mid.members <= max_members:
+            lo, stops_lo, v_lo = mid, stops_mid, v_mid
+        else:
+            hi, stops_hi = mid, stops_mid
+    cur, v_cur = stops_lo, v_lo
+    for state in _diff_states(stops_lo, stops_hi, model.valid):
+        nxt = _with(cur, [state], stops_hi)
+        v_nxt = model.evaluate(nxt)
+        if v_nxt.members <= max_members and v_nxt.disagreement <= v_cur.disagreement:
+            cur, v_cur = nxt, v_nxt
+    return {"price": lo, "stops": cur, "value": v_cur}
+
+
 def evaluate_rule(rule, prior):
     """Expected members and disagreement of ``rule`` when urns are drawn from ``prior`` (a checked Prior), exactly.
 

@@ -17,7 +17,7 @@ from . import kernel
 from ._utils import SEED
 from ._validation import check_probability
 from .engine import HaltResult, TreeEnsemble
-from .optimal import OptimalRule, check_budget
+from .optimal import OptimalRule, check_budget, check_members
 from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
@@ -116,6 +116,13 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         five folds, which costs several times the forest's own fit with two
         classes and tens of times with three, where the table has
         ``(T + 1) ** 3`` entries (see Notes); predicting is a look-up.
+    max_members : float >= 1, default=None
+        A compute budget for ``rule="optimal"``, instead of ``disagreement``:
+        at most this many members queried per row on average (under the
+        prior: the deconvolved out-of-bag prior for a bootstrapping ensemble),
+        with the least expected disagreement with the full ensemble, which
+        ``expected_disagreement_`` reports (see
+        :class:`~ensvote.OptimalRule`).  Refused with the other rules.
     voting : {"hard", "soft"}, default="hard"
         ``"hard"``: the majority of the members' votes, stopped by ``rule``.
         ``"soft"``: the argmax of the members' averaged class probabilities,
@@ -152,7 +159,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         :func:`ensvote.expected_queries` for them).
     expected_disagreement_ : float or None
         Budget mode: the expected disagreement with the full ensemble under
-        the prior (at most ``disagreement``).
+        the prior (at most ``disagreement``; with ``max_members``, the least
+        the compute budget allows).
     oob_votes_ : ndarray of int, shape (n_train_rows, n_classes) or None
         Out-of-bag vote counts of the training rows, computed in ``fit``
         (columns follow ``classes_``): member ``j`` votes for row ``i`` only if
@@ -224,13 +232,14 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     def __init__(self, estimator: BaseEstimator | None = None,
                  rule: Literal["urn", "infinite", "exact", "optimal"] | HaltingRule = "urn", confidence: float = 0.99,
                  prior: Literal["auto", "oob", "uniform"] | ArrayLike | None = "auto",
-                 disagreement: float | None = None, voting: Literal["hard", "soft"] = "hard",
-                 n_jobs: int | None = None):
+                 disagreement: float | None = None, max_members: float | None = None,
+                 voting: Literal["hard", "soft"] = "hard", n_jobs: int | None = None):
         self.estimator = estimator
         self.rule = rule
         self.confidence = confidence
         self.prior = prior
         self.disagreement = disagreement
+        self.max_members = max_members
         self.voting = voting
         self.n_jobs = n_jobs
 
@@ -313,15 +322,24 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         if not (isinstance(self.voting, str) and self.voting in ("hard", "soft")):
             raise ValueError(f"voting must be 'hard' or 'soft', got {self.voting!r}")
         if self.voting == "soft" and (not isinstance(self.rule, str) or self.rule != "urn"
-                                      or self.disagreement is not None):
+                                      or self.disagreement is not None or self.max_members is not None):
             raise ValueError("voting='soft' stops exactly where the members not yet queried cannot change the "
                              "argmax of the averaged probabilities, and takes no rule: leave rule at its default "
                              "and disagreement unset (they apply to voting='hard')")
         cls = self._rule_class()
         if cls is not None and cls.strength == "disagreement":
-            if self.disagreement is None:
-                raise ValueError(f"rule={self.rule!r} needs a budget: pass disagreement=δ, e.g. disagreement=0.01")
-            check_budget(self.disagreement, name="disagreement")
+            if self.disagreement is None and self.max_members is None:
+                raise ValueError(f"rule={self.rule!r} needs a budget: pass disagreement=δ, e.g. disagreement=0.01 "
+                                 "(or max_members=K, a compute budget)")
+            if self.disagreement is not None and self.max_members is not None:
+                raise ValueError(f"give rule={self.rule!r} one budget: disagreement=δ or max_members=K, not both")
+            if self.disagreement is not None:
+                check_budget(self.disagreement, name="disagreement")
+            else:
+                check_members(self.max_members, np.inf)
+        elif self.max_members is not None:
+            raise ValueError(f"max_members is the compute budget of rule='optimal'; rule={self.rule!r} takes "
+                             "confidence instead")
         elif self.disagreement is not None:
             budgets = ", ".join(repr(n) for n, c in REGISTRY.items() if c.strength == "disagreement")
             raise ValueError(
@@ -369,10 +387,11 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         named = self._rule_class()
         strength = None if named is None else {"confidence": self.confidence,
                                                "disagreement": self.disagreement}.get(named.strength)
+        options = {} if self.max_members is None else {"max_members": self.max_members}
         self.rule_ = make_rule(self.rule, n_members=self.n_members_, strength=strength,
                                n_classes=len(self.classes_), prior=self._prior_choice(),
                                oob_votes=lambda: self.oob_votes_ if self.oob_votes_ is not None
-                               else self._oob_votes(X, validated=True))
+                               else self._oob_votes(X, validated=True), **options)
         self.prior_ = getattr(self.rule_, "prior", None)
         optimal = isinstance(self.rule_, OptimalRule)
         self.expected_members_ = self.rule_.expected_members if optimal else None

@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._cache import BoundedCache
-from ._bellman import PolicyValue, _meet_budget, _model, evaluate_rule
+from ._bellman import PolicyValue, _meet_budget, _meet_members, _model, evaluate_rule
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
 from .confidence import PriorLike, check_prior
@@ -103,6 +103,16 @@ def check_budget(value, *, name="disagreement"):
     return value
 
 
+def check_members(value, T):
+    """A compute budget: expected members per row, a real number from 1 (every row stops after one member)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"max_members must be a real number >= 1, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or value < 1.0:
+        raise ValueError(f"max_members must be at least 1 (every row queries one member), got {value}")
+    return min(value, float(T))
+
+
 def _resolve_prior(prior, T, n_classes):
     """The prior as a :class:`~ensvote.confidence.Prior` of 2 or 3 classes (None: uniform over ``n_classes``)."""
     if prior is None:
@@ -145,6 +155,11 @@ class OptimalRule(HaltingRule):
         prior.  Default 0.01 when ``price`` is not given either.
     price : float >= 0, keyword-only, optional
         Build the policy for this λ instead of a budget (no bisection).
+    max_members : float >= 1, keyword-only, optional
+        A compute budget instead of a disagreement budget: the policy with
+        at most this many expected members per row, under the prior, and the
+        least expected disagreement with the full ensemble (among the
+        λ-optimal policies; see ``expected_disagreement``).
     prior : None, array of shape (T + 1,) or (support, probs)
         Prior over the full vote vector (see
         :func:`ensvote.confidence.check_prior`); None is uniform.
@@ -194,20 +209,34 @@ class OptimalRule(HaltingRule):
 
     @classmethod
     def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
-                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+                    prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None,
+                    max_members: float | None = None) -> HaltingRule:
         """Part of the registry: see :meth:`HaltingRule.from_params`.
 
-        ``strength`` is the budget δ (required); ``prior="oob"`` is the budget
-        mode on out-of-bag votes (:meth:`from_oob_votes`), any other prior is
-        passed to the constructor.
+        ``strength`` is the budget δ, or ``max_members`` a compute budget (one
+        of the two); ``prior="oob"`` is the budget mode on out-of-bag votes
+        (:meth:`from_oob_votes`; for a compute budget the deconvolved
+        out-of-bag prior), any other prior is passed to the constructor.
         """
-        if strength is None:
-            raise ValueError("rule='optimal' needs a budget: pass disagreement=δ, e.g. disagreement=0.01")
-        check_budget(strength, name="disagreement")
+        if strength is None and max_members is None:
+            raise ValueError("rule='optimal' needs a budget: pass disagreement=δ, e.g. disagreement=0.01 "
+                             "(or max_members=K, a compute budget)")
+        if strength is not None and max_members is not None:
+            raise ValueError("give rule='optimal' one budget: disagreement=δ or max_members=K, not both")
+        if strength is not None:
+            check_budget(strength, name="disagreement")
+        else:
+            check_members(max_members, n_members)
         if n_classes is not None:
             check_classes(n_classes)  # before any prior is estimated
         if isinstance(prior, str) and prior == "oob":
+            if max_members is not None:
+                v, T, resolution = VoteMixture.checked_votes(oob_votes(), n_members)
+                return cls(T, max_members=max_members, prior=_mixture_prior(v, T, resolution, UNIFORM_ROWS))
             return cls.from_oob_votes(oob_votes(), n_members, strength)
+        if max_members is not None:
+            return cls(n_members, max_members=max_members,
+                       prior=None if isinstance(prior, str) and prior == "uniform" else prior, n_classes=n_classes)
         return cls(n_members, strength, prior=None if isinstance(prior, str) and prior == "uniform" else prior,
                    n_classes=n_classes)
 
@@ -269,20 +298,25 @@ class OptimalRule(HaltingRule):
         return rule
 
     def __init__(self, T: int, disagreement: float | None = None, *, price: float | None = None,
-                 prior: PriorLike = None, n_classes: int | None = None):
+                 max_members: float | None = None, prior: PriorLike = None, n_classes: int | None = None):
         self.n_members = _check_T(T)
-        if disagreement is not None and price is not None:
-            raise ValueError("give either disagreement (a budget) or price (λ), not both")
-        if price is None:
+        if sum(x is not None for x in (disagreement, price, max_members)) > 1:
+            raise ValueError("give one of disagreement (a budget δ), max_members (a compute budget) or price (λ)")
+        self.max_members = None if max_members is None else check_members(max_members, self.n_members)
+        if price is None and max_members is None:
             self.disagreement = check_budget(0.01 if disagreement is None else disagreement)
         else:
             self.disagreement = None
-            price = check_nonnegative_float(price, name="price")
+            if price is not None:
+                price = check_nonnegative_float(price, name="price")
         self.prior = prior
         parsed = _resolve_prior(prior, self.n_members, n_classes)
         self.n_classes = parsed.n_classes
         model = _model(self.n_members, parsed)
-        if price is None:
+        if self.max_members is not None:
+            sol = {**_meet_members(model, self.max_members), "state": None, "prob": None}
+            sol["optimum"] = sol["value"].members
+        elif price is None:
             sol = _meet_budget(model, self.disagreement)
         else:
             _, stops = model.solve(price)
@@ -318,6 +352,8 @@ class OptimalRule(HaltingRule):
         out = {"T": self.n_members}
         if self.disagreement is not None:
             out["disagreement"] = self.disagreement
+        elif self.max_members is not None:
+            out["max_members"] = self.max_members
         else:
             out["price"] = self.price
         out["prior"] = None if self.prior is None else "<given>"

@@ -1194,7 +1194,8 @@ class MarginRule(HaltingRule):
 
 
 def make_rule(rule: str | HaltingRule, *, n_members: int, strength: float | None = None, n_classes: int | None = None,
-              prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None) -> HaltingRule:
+              prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None,
+              **options: Any) -> HaltingRule:
     """Build a rule from its name in :data:`REGISTRY`, or check a rule object.
 
     Parameters
@@ -1212,6 +1213,9 @@ def make_rule(rule: str | HaltingRule, *, n_members: int, strength: float | None
         Number of classes.
     prior, oob_votes : optional
         See :meth:`HaltingRule.from_params`.
+    **options
+        Options of one rule's ``from_params`` (e.g. ``max_members`` of
+        :meth:`ensvote.OptimalRule.from_params`).
 
     Returns
     -------
@@ -1246,4 +1250,4 @@ def make_rule(rule: str | HaltingRule, *, n_members: int, strength: float | None
     if rule not in REGISTRY:
         raise ValueError(f"unknown rule {rule!r}; valid names: {names} (or pass a HaltingRule)")
     return REGISTRY[rule].from_params(strength, n_members=n_members, n_classes=n_classes, prior=prior,
-                                      oob_votes=oob_votes)
+                                      oob_votes=oob_votes, **options)

@@ -289,7 +289,7 @@ def test_bad_price_and_both_modes():
             OptimalRule(11, price=bad)
     with pytest.raises(TypeError, match="price"):
         OptimalRule(11, price="3")
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="give one of disagreement"):
         OptimalRule(11, 0.01, price=3.0)
 
 
