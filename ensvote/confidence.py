@@ -33,7 +33,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import integrate, special, stats
+from scipy import special
 
 from ._urn import log_split, ratio_from_logs
 from ._utils import check_random_state
@@ -220,6 +220,8 @@ def _dirichlet_argmax_prob(row, k, epsabs, epsrel):
     a = np.asarray(row, dtype=float) + 1.0
     ai = a[k]
     aj = np.delete(a, k)
+    from scipy import integrate, stats  # imported on first use: they cost a noticeable part of `import ensvote`
+
     lo = stats.gamma.ppf(1e-18, ai)
     hi = stats.gamma.isf(1e-18, ai)
 
@@ -651,6 +653,8 @@ def _finite_uniform_binary(t, i, T):
     s = t.sum(axis=-1)
     m0 = (T + 1) // 2  # class 0 wins the final vote iff T_0 >= ceil(T / 2)
     t0 = t[..., 0]
+    from scipy import stats  # imported on first use
+
     p0 = stats.hypergeom.cdf(t0, T + 1, s + 1, m0)  # P(T_0 >= m0)
     p1 = stats.hypergeom.sf(t0, T + 1, s + 1, m0)  # P(T_0 <  m0)
     return np.where(i == 0, p0, p1)
