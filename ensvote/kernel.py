@@ -282,6 +282,12 @@ def resolve_n_jobs(n_jobs):
     return max(1, min(top, n if n > 0 else top + 1 + n))
 
 
+def _block(n_rows, n_jobs):
+    """Rows per block: :data:`BLOCK`, smaller when that leaves fewer than 4 blocks per thread."""
+    threads = min(resolve_n_jobs(n_jobs), max(1, n_rows // MIN_ROWS_PER_THREAD))
+    return BLOCK if threads == 1 else max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n_rows // (4 * threads))))
+
+
 def _run(serial, parallel, n_rows, n_jobs, args):
     threads = min(resolve_n_jobs(n_jobs), max(1, n_rows // MIN_ROWS_PER_THREAD))
     if threads <= 1:
@@ -385,11 +391,8 @@ def run_forest(X32, forest, table, stops_at, n_jobs=None):
     code_end = np.zeros(n, dtype=np.int32)
     n_queried = np.zeros(n, dtype=np.int64)
     if n:
-        # blocks of BLOCK rows, smaller when that leaves fewer than 4 blocks per thread
-        threads = min(resolve_n_jobs(n_jobs), max(1, n // MIN_ROWS_PER_THREAD))
-        block = BLOCK if threads == 1 else max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n // (4 * threads))))
         _run(_forest_serial, _forest_parallel, n, n_jobs,
-             (X32, block) + forest.args() + (table, stops_at, code_end, n_queried))
+             (X32, _block(n, n_jobs)) + forest.args() + (table, stops_at, code_end, n_queried))
     return code_end, n_queried
 
 
@@ -430,11 +433,9 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None):
     n_queried = np.zeros(n, dtype=np.int64)
     total = np.zeros((n, leaf_proba.shape[1]))
     if n:
-        threads = min(resolve_n_jobs(n_jobs), max(1, n // MIN_ROWS_PER_THREAD))
-        block = BLOCK if threads == 1 else max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n // (4 * threads))))
         f = forest
         _run(_soft_serial, _soft_parallel, n, n_jobs,
-             (X32, block, f.child, f.feature, f.threshold, f.nan_right, f.is_leaf, leaf_proba, f.roots,
+             (X32, _block(n, n_jobs), f.child, f.feature, f.threshold, f.nan_right, f.is_leaf, leaf_proba, f.roots,
               soft_margin(len(f.roots)), label, n_queried, total))
     return label, n_queried, total
 
