@@ -143,3 +143,14 @@ def test_without_delta_the_flag_goes_on_our_cell():
 def test_delta_must_be_a_bool():
     with pytest.raises(TypeError, match="delta"):
         experiments.compare_with_published(_ours(), _pub(), ["err"], delta="no")
+
+
+def test_half_unit_of_a_printed_value_and_of_a_column_of_them():
+    from ensvote.experiments.report import half_unit
+
+    assert half_unit("51.0") == 0.05 and half_unit("2") == 0.5 and half_unit(" 0.50 ") == 0.005
+    assert half_unit("1.5e-3") == 0.05 and half_unit("1E2") == 0.5  # the mantissa's digits count
+    assert np.isnan(half_unit("")) and np.isnan(half_unit("nan"))
+    col = half_unit(pd.Series(["8.5", "9", None, "<NA>"], index=list("abcd")))
+    assert col.index.tolist() == list("abcd") and col.dtype == float
+    np.testing.assert_allclose(col.to_numpy(), [0.05, 0.5, np.nan, np.nan])

@@ -1,5 +1,5 @@
-"""The report helpers of the chapters: numbers glued into the text, our tables beside the published ones, and
-lists written as prose."""
+"""The report helpers of the chapters: numbers glued into the text, our tables beside the published ones (and
+the style of the chapters' tables), and lists, counts and ranges written as prose."""
 
 from collections.abc import Mapping
 
@@ -8,7 +8,8 @@ import pandas as pd
 
 from .._utils import significant
 
-__all__ = ["compare_with_published", "listing", "glue", "coloured_marks", "GLUE_DIGITS"]
+__all__ = ["compare_with_published", "listing", "glue", "coloured_marks", "GLUE_DIGITS", "half_unit", "span",
+           "count_phrase", "problem_list", "capitalise", "TableStyler", "TABLE_STYLES"]
 
 #: Significant digits of every float a chapter glues into its text; no sentence shows more
 #: (tests/test_glue.py checks every ``{glue:text}`` format against it).
@@ -21,7 +22,9 @@ def glue(name, variable, display=True):
     What nbval compares is then what a reader can see: the last bits of a
     float, which follow the CPU (numpy's and OpenBLAS's SIMD kernels, numba's
     target), are not in the notebook, while a change in any digit the text
-    shows still is.  Other values (ints, strings, tables, figures) are glued
+    shows still is.  A numpy scalar is glued as the Python number (or bool,
+    or str) it holds, so that a format such as ``{glue:text}`name:.3f``` reads
+    a plain number; other values (ints, strings, tables, figures) are glued
     unchanged.
 
     Parameters
@@ -29,7 +32,8 @@ def glue(name, variable, display=True):
     name : str
         The key the text refers to (``{glue:text}`name:.2f```).
     variable : object
-        The value; a Python or numpy float is rounded first.
+        The value; a numpy scalar becomes the Python value it holds, and a
+        float is rounded.
     display : bool, default True
         Also display the value in the notebook (as :func:`myst_nb.glue` does).
 
@@ -37,10 +41,13 @@ def glue(name, variable, display=True):
     --------
     >>> from ensvote.experiments.report import glue
     >>> glue("slope", -0.9988971678980845, display=False)  # stored as -0.998897
+    >>> glue("problems", np.int64(21), display=False)  # stored as 21, not np.int64(21)
     """
     from myst_nb import glue as myst_glue  # the book's dependency, not the package's
 
-    if isinstance(variable, (float, np.floating)):
+    if isinstance(variable, np.generic):
+        variable = variable.item()
+    if isinstance(variable, float):
         variable = significant(variable, GLUE_DIGITS)
     return myst_glue(name, variable, display)
 
@@ -53,7 +60,8 @@ MARKS = {"✓": '<span style="color: #5b8c5a">✓</span>',  # muted green
 def coloured_marks(cell: str) -> str:
     """``cell`` (a table cell's text) with each ✓ in muted green and each ✗ in bold red, as HTML.
 
-    For a styled comparison table: ``styler.format(lambda v: coloured_marks(v) if isinstance(v, str) else v)``.
+    For a styled comparison table: ``styler.format(lambda v: coloured_marks(v) if isinstance(v, str) else v)``, as
+    :meth:`TableStyler.comparison` does.
 
     Parameters
     ----------
@@ -72,6 +80,97 @@ def coloured_marks(cell: str) -> str:
     for mark, html in MARKS.items():
         cell = cell.replace(mark, html)
     return cell
+
+
+#: The style of the chapters' tables (:class:`TableStyler`): small type and unwrapped cells, so that a wide
+#: table fits the page's column, and lightly shaded alternate rows.
+TABLE_STYLES = [
+    {"selector": "td, th", "props": "white-space: nowrap; font-size: 0.85em; padding: 0.2em 0.4em"},
+    {"selector": "thead th", "props": "white-space: normal"},
+    {"selector": "thead tr:last-child th", "props": "border-bottom: 1px solid #888"},
+    {"selector": "tbody tr:nth-child(odd)", "props": "background: rgba(127, 127, 127, 0.08)"}]
+
+
+class TableStyler:
+    """Styles a chapter's tables in the style :data:`TABLE_STYLES`, each with an HTML id of its own.
+
+    The tables are numbered in the order they are styled: the n-th gets the id
+    ``f"{prefix}{n}"``, so that the same code gives the same page (pandas would
+    draw a random id), and two tables of one page never share an id.
+
+    Parameters
+    ----------
+    prefix : str
+        The chapter's prefix of the ids (``"hl-t"``); unique in the book.
+
+    Attributes
+    ----------
+    count : int
+        How many tables have been styled.
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import TableStyler
+    >>> styler = TableStyler("t")
+    >>> styler.table(pd.DataFrame({"a": [1]})).uuid, styler.table(pd.DataFrame({"a": [2]})).uuid
+    ('t1', 't2')
+    """
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.count = 0
+
+    def table(self, table):
+        """``table`` as a :class:`pandas.io.formats.style.Styler` with the next id and :data:`TABLE_STYLES`.
+
+        Parameters
+        ----------
+        table : pandas.DataFrame
+
+        Returns
+        -------
+        pandas.io.formats.style.Styler
+
+        Examples
+        --------
+        >>> from ensvote.experiments.report import TableStyler
+        >>> TableStyler("ch-t").table(pd.DataFrame({"a": [1.5]})).uuid
+        'ch-t1'
+        """
+        self.count += 1
+        return table.style.set_uuid(f"{self.prefix}{self.count}").set_table_styles(TABLE_STYLES)
+
+    def comparison(self, table):
+        """A table of :func:`compare_with_published`, styled as by :meth:`table`, and shorter.
+
+        The columns "published" read "paper", the index has no name, a cell
+        without a result of ours or without a published value ("unavailable
+        offline", "not run", "not in our copy") reads "—", and the marks ✓ / ✗
+        are in colour (:func:`coloured_marks`).
+
+        Parameters
+        ----------
+        table : pandas.DataFrame
+            The first value :func:`compare_with_published` returns, or some of
+            its columns.
+
+        Returns
+        -------
+        pandas.io.formats.style.Styler
+
+        Examples
+        --------
+        >>> from ensvote.experiments.report import TableStyler, compare_with_published
+        >>> ours = pd.DataFrame({"err_mean": [1.04], "err_std": [0.1], "n_realizations": [10]}, index=["a"])
+        >>> pub = pd.DataFrame({"err_mean": ["1.0"], "err_std": ["0.2"]}, index=["a"])
+        >>> shown = TableStyler("ch-t").comparison(compare_with_published(ours, pub, {"err": "error %"})[0])
+        >>> shown.data.columns.tolist()
+        [('error %', 'ours'), ('error %', 'paper'), ('error %', 'Δ')]
+        """
+        table = table.rename(columns={"published": "paper"}, level=1)
+        table = table.replace({"unavailable offline": "—", "not run": "—", "not in our copy": "—"})
+        table.index.name = None
+        return self.table(table).format(lambda v: coloured_marks(v) if isinstance(v, str) else v)
 
 
 def listing(items, conj="and"):
@@ -105,15 +204,163 @@ def listing(items, conj="and"):
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conj} " + items[-1]
 
 
-def _half_unit(printed):
-    """Half a unit of the last printed digit of each value (``"2.5"`` -> 0.05, ``"12"`` -> 0.5); NaN if empty."""
+def problem_list(names, conj="and"):
+    """Problem names as the chapters write them in prose: in italics, in lower case, as an English list.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Problem names, as in a table's index (``"Tic-tac-toe"`` is written ``*tic-tac-toe*``).
+    conj : str, default "and"
+        The word before the last name (see :func:`listing`).
+
+    Returns
+    -------
+    str
+        Markdown; ``""`` for no names, so that a sentence can test for it.
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import problem_list
+    >>> problem_list(["Sonar", "Tic-tac-toe", "votes"])
+    '*sonar*, *tic-tac-toe* and *votes*'
+    >>> problem_list([])
+    ''
+    """
+    names = [f"*{str(name).lower()}*" for name in names]
+    return listing(names, conj) if names else ""
+
+
+def capitalise(text):
+    """``text`` with its first letter in upper case, also behind the ``*`` of an italic start.
+
+    For a sentence that starts with a list of problems (:func:`problem_list`).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import capitalise
+    >>> capitalise("*waveform* is binary"), capitalise("the urn rule")
+    ('*Waveform* is binary', 'The urn rule')
+    """
+    if text.startswith("*"):
+        return text[:1] + text[1:2].upper() + text[2:]
+    return text[:1].upper() + text[1:]
+
+
+def span(lo, hi, fmt=".1f", sep="–"):
+    """The range from ``lo`` to ``hi`` as printed, or one number when both ends print alike.
+
+    Parameters
+    ----------
+    lo, hi : number
+        The ends of the range.
+    fmt : str, default ".1f"
+        Their format specification (as for :func:`format`: ``".2f"``, ``",.0f"``, ``"d"``).
+    sep : str, default "–"
+        What stands between the two ends (an en dash; ``" to "`` in a sentence).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import span
+    >>> span(2.14, 2.71), span(14.21, 14.24), span(0.5, 3, ".2f", " to "), span(10, 20, "d")
+    ('2.1–2.7', '14.2', '0.50 to 3.00', '10–20')
+    """
+    a, b = format(lo, fmt), format(hi, fmt)
+    return a if a == b else f"{a}{sep}{b}"
+
+
+def count_phrase(k, n, noun="", *, the=True):
+    """``k`` of ``n`` in words: "all 21 problems", "both problems", "none of the 21", "7 of the 21 problems".
+
+    Parameters
+    ----------
+    k, n : int
+        How many of how many; ``0 <= k <= n`` and ``n >= 1``.
+    noun : str, default ""
+        What is counted, in the plural (``"problems"``); nothing if empty.
+    the : bool, default True
+        ``"7 of the 21"``; False gives ``"7 of 21"`` (and ``"none of 21"``).
+
+    Returns
+    -------
+    str
+        ``"all {n}"`` if ``k == n`` (``"both"`` for two, ``"the one"`` for one),
+        ``"none of the {n}"`` if ``k == 0``, ``"{k} of the {n}"`` otherwise;
+        the noun follows the number.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 1`` or ``k`` is not between 0 and ``n``.
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import count_phrase
+    >>> count_phrase(21, 21, "problems"), count_phrase(7, 21), count_phrase(0, 21, the=False)
+    ('all 21 problems', '7 of the 21', 'none of 21')
+    >>> count_phrase(2, 2, "cases"), count_phrase(1, 1, "problems")
+    ('both cases', 'the one of the problems')
+    """
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"count_phrase: need 0 <= k <= n and n >= 1, got k={k!r}, n={n!r}")
+    tail = f" {noun}" if noun else ""
+    of = " of the " if the else " of "
+    if k == n:
+        if n > 2:
+            return f"all {n}{tail}"
+        return f"both{tail}" if n == 2 else "the one" + (f" of the {noun}" if noun else "")
+    return f"{'none' if k == 0 else k}{of}{n}{tail}"
+
+
+def half_unit(printed):
+    """Half a unit of the last digit of a value as printed: the rounding that the printed digits hide.
+
+    A value printed as ``"2.5"`` stands for any value in [2.45, 2.55], so half
+    a unit is 0.05; ``"12"`` gives 0.5 and ``"1.5e-3"`` gives 0.05 (the digits
+    of the mantissa count). :func:`compare_with_published` allows for it when it
+    flags a difference with a published mean ± std.
+
+    Parameters
+    ----------
+    printed : str or pandas.Series
+        A value as printed, or a Series of them (read with ``dtype=str``, so
+        that ``"0.50"`` keeps its last digit).
+
+    Returns
+    -------
+    float or pandas.Series
+        Half a unit of the last printed digit, a float Series for a Series;
+        NaN where nothing is printed (``""``, ``"nan"``, ``"None"``, ``"<NA>"``).
+
+    Examples
+    --------
+    >>> from ensvote.experiments.report import half_unit
+    >>> half_unit("2.5"), half_unit("12"), half_unit("0.50")
+    (0.05, 0.5, 0.005)
+    >>> half_unit(pd.Series(["1.5e-3", ""])).tolist()
+    [0.05, nan]
+    """
     def one(text):
         text = str(text).strip()
         if text in ("", "nan", "None", "<NA>"):
             return np.nan
         mantissa = text.lower().split("e")[0]
         return 0.5 * 10.0 ** -(len(mantissa.split(".")[1]) if "." in mantissa else 0)
-    return printed.map(one).astype(float)
+    if isinstance(printed, pd.Series):
+        return printed.map(one).astype(float)
+    return one(printed)
 
 
 def compare_with_published(ours, published, quantities, *, pvalue=None, decimals=2, unavailable=(),
@@ -126,7 +373,7 @@ def compare_with_published(ours, published, quantities, *, pvalue=None, decimals
     of the printed values: the printed mean and std each stand for any value
     within half a unit of their last digit, so the flag is ✓ when
     ``|Δ| <= std + u(mean) + u(std)`` (u = half a unit of the last printed
-    digit, plus a floating-point tolerance of 1e-9), ✗ otherwise. A published
+    digit, :func:`half_unit`, plus a floating-point tolerance of 1e-9), ✗ otherwise. A published
     ``51.0±0.0`` therefore accepts 51.01, which the printed std cannot tell
     from a true std of 0.04. Δ is shown with at least as many decimals as the
     published mean, so a Δ that reads as zero is always ✓.
@@ -235,7 +482,7 @@ def compare_with_published(ours, published, quantities, *, pvalue=None, decimals
         txt_o = [f"{m:.{decimals}f}±" + (f"{s:.{decimals}f}" if pd.notna(s) else "–") + ("*" if st else "")
                  for m, s, st in zip(om, os_, star)]
         d = (om - pm).where(comparable)
-        tol = _half_unit(pm_txt) + _half_unit(ps_txt)
+        tol = half_unit(pm_txt) + half_unit(ps_txt)
         ok = (d.abs() <= ps + tol + 1e-9).astype("boolean").mask(~comparable)
         marks = [" ✓" if k else " ✗" for k in ok.fillna(False)]
         if not delta:
@@ -246,7 +493,7 @@ def compare_with_published(ours, published, quantities, *, pvalue=None, decimals
         if delta:
             # at least the published mean's decimals, so that a Δ reading as zero is within the rounding (✓)
             digits = [max(decimals, int(round(-np.log10(2 * u)))) if np.isfinite(u) else decimals
-                      for u in _half_unit(pm_txt)]
+                      for u in half_unit(pm_txt)]
             out[(title, "Δ")] = np.where(comparable, [f"{x:+.{k}f}{mk}" for x, k, mk in zip(d.fillna(0), digits, marks)],
                                          "—")
         within[q], deltas[q] = ok, d
