@@ -121,9 +121,6 @@ def _main(argv):
                       f"(already done), {summary['adopted']} adopted from a profile with the same parameters, "
                       f"{len(summary['bad_records'])} bad record(s) set aside and computed again, "
                       f"{summary['seconds']:.1f} s", file=sys.stderr)
-                if summary["missing_datasets"]:
-                    print("not available offline (rows kept empty): " + ", ".join(summary["missing_datasets"]),
-                          file=sys.stderr)
                 if args.no_aggregate:
                     return 0
                 try:

@@ -8,7 +8,7 @@ from ensvote import experiments
 
 
 def _ours():
-    # a: 10 runs, within one std; b: one run (no std), outside; c: not run; d: unavailable offline;
+    # a: 10 runs, within one std; b: one run (no std), outside; c, d: not run;
     # e: run but missing from the published table
     return pd.DataFrame({"err_mean": [1.04, 3.0, np.nan, np.nan, 5.0],
                          "err_std": [0.1, np.nan, np.nan, np.nan, 0.5],
@@ -26,14 +26,14 @@ def _pub():
 
 
 def test_every_kind_of_cell():
-    table, _, _ = experiments.compare_with_published(_ours(), _pub(), {"err": "error %"}, unavailable=["d"],
+    table, _, _ = experiments.compare_with_published(_ours(), _pub(), {"err": "error %"},
                                                 not_in_published="no row")
     assert list(table.columns) == [("error %", "ours"), ("error %", "published"), ("error %", "Δ")]
     assert table.index.equals(_ours().index)
     assert table.loc["a"].tolist() == ["1.04±0.10", "1.0±0.2", "+0.04 ✓"]
     assert table.loc["b"].tolist() == ["3.00±–", "2.5±0.30", "+0.50 ✗"]  # no std of ours; published as printed
     assert table.loc["c"].tolist() == ["not run", "4.0±1.0", "—"]
-    assert table.loc["d"].tolist() == ["unavailable offline", "6.0±1.5", "—"]
+    assert table.loc["d"].tolist() == ["not run", "6.0±1.5", "—"]
     assert table.loc["e"].tolist() == ["5.00±0.50", "no row", "—"]
     default, _, _ = experiments.compare_with_published(_ours(), _pub(), ["err"])
     assert default.loc["e", ("err", "published")] == "not in our copy" and default.loc["d", ("err", "ours")] == "not run"
@@ -131,11 +131,11 @@ def test_delta_has_at_least_the_published_decimals_so_no_zero_is_flagged():
 
 def test_without_delta_the_flag_goes_on_our_cell():
     table, within, _ = experiments.compare_with_published(_ours(), _pub(), {"err": "error %"}, pvalue="p",
-                                                     unavailable=["d"], delta=False, show_n=True)
+                                                     delta=False, show_n=True)
     assert list(table.columns) == [("error %", "ours"), ("error %", "published"), ("N", "")]
     assert table.loc["a"].tolist() == ["1.04±0.10* ✓", "1.0±0.2", 10]
     assert table.loc["b"].tolist() == ["3.00±– ✗", "2.5±0.30", 1]
-    assert table.loc["d"].tolist() == ["unavailable offline", "6.0±1.5", 0]
+    assert table.loc["d"].tolist() == ["not run", "6.0±1.5", 0]
     assert table.loc["e"].tolist() == ["5.00±0.50*", "not in our copy", 4]  # nothing to compare with: no flag
     assert within["err"].tolist() == [True, False, pd.NA, pd.NA, pd.NA]
 

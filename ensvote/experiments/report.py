@@ -144,8 +144,8 @@ class TableStyler:
         """A table of :func:`compare_with_published`, styled as by :meth:`table`, and shorter.
 
         The columns "published" read "paper", the index has no name, a cell
-        without a result of ours or without a published value ("unavailable
-        offline", "not run", "not in our copy") reads "—", and the marks ✓ / ✗
+        without a result of ours or without a published value ("not run",
+        "not in our copy") reads "—", and the marks ✓ / ✗
         are in colour (:func:`coloured_marks`).
 
         Parameters
@@ -168,7 +168,7 @@ class TableStyler:
         [('error %', 'ours'), ('error %', 'paper'), ('error %', 'Δ')]
         """
         table = table.rename(columns={"published": "paper"}, level=1)
-        table = table.replace({"unavailable offline": "—", "not run": "—", "not in our copy": "—"})
+        table = table.replace({"not run": "—", "not in our copy": "—"})
         table.index.name = None
         return self.table(table).format(lambda v: coloured_marks(v) if isinstance(v, str) else v)
 
@@ -363,7 +363,7 @@ def half_unit(printed):
     return one(printed)
 
 
-def compare_with_published(ours, published, quantities, *, pvalue=None, decimals=2, unavailable=(),
+def compare_with_published(ours, published, quantities, *, pvalue=None, decimals=2,
                            not_in_published="not in our copy", show_n=False, delta=True):
     """Side-by-side table of our mean ± std and the published value as printed, with a within-one-std flag.
 
@@ -397,10 +397,6 @@ def compare_with_published(ours, published, quantities, *, pvalue=None, decimals
         ``{quantity: column}`` only to the quantities it names.
     decimals : int, default 2
         Decimals of our values and of Δ.
-    unavailable : iterable of str, default ()
-        Problems without results because their data is unavailable offline.
-        A row with ``n_realizations == 0`` reads "unavailable offline" if its
-        problem is listed here, "not run" otherwise.
     not_in_published : str, default "not in our copy"
         Text of the published cell of a problem that `published` lacks.
     show_n : bool, default False
@@ -469,7 +465,6 @@ def compare_with_published(ours, published, quantities, *, pvalue=None, decimals
     run = n > 0
     pub = published.reindex(ours.index)
     in_pub = ours.index.isin(published.index)
-    no_result = np.where(ours.index.isin(set(unavailable)), "unavailable offline", "not run")
     out, within, deltas = {}, {}, {}
     for q, title in titles.items():
         om, os_ = ours[f"{q}_mean"].astype(float), ours[f"{q}_std"].astype(float)
@@ -487,7 +482,7 @@ def compare_with_published(ours, published, quantities, *, pvalue=None, decimals
         marks = [" ✓" if k else " ✗" for k in ok.fillna(False)]
         if not delta:
             txt_o = [t + (mk if c else "") for t, mk, c in zip(txt_o, marks, comparable)]
-        out[(title, "ours")] = np.where(ok_ours, txt_o, np.where(run, "—", no_result))
+        out[(title, "ours")] = np.where(ok_ours, txt_o, np.where(run, "—", "not run"))
         out[(title, "published")] = np.where(has_pub, pm_txt.astype(str) + "±" + ps_txt.astype(str),
                                              np.where(in_pub, "—", not_in_published))
         if delta:

@@ -21,7 +21,7 @@ from .._validation import check_positive_int
 from .registry import SUITES
 from .store import (RecordError, RecordWarning, adopt_from_twin_profiles, check_record, check_suite_profile,
                     read_record, record_path, results_dir, stray_files, write_atomic)
-from .suite import available
+from .suite import verify_datasets
 
 __all__ = ["run", "run_task", "list_tasks", "SCHEDULER_TIMEOUT"]
 
@@ -52,7 +52,7 @@ def _parse_realizations(spec, n):
 
 
 def list_tasks(suite, profile, *, datasets=None, realizations=None):
-    """The (dataset, realization) pairs of a suite/profile, missing datasets listed separately."""
+    """The (dataset, realization) pairs of a suite/profile; every real dataset is loaded once to verify it."""
     check_suite_profile(suite, profile)
     s = SUITES[suite]
     names = s.dataset_list(profile)
@@ -67,9 +67,8 @@ def list_tasks(suite, profile, *, datasets=None, realizations=None):
             raise ValueError(f"dataset(s) {', '.join(bad)} not in suite {suite!r}; valid: {', '.join(s.datasets)}")
         names = tuple(datasets)
     reals = _parse_realizations(realizations, s.realizations[profile])
-    avail = [d for d in names if available(d)]
-    missing = [d for d in names if d not in avail]
-    return [(d, r) for d in avail for r in reals], missing
+    verify_datasets(names)
+    return [(d, r) for d in names for r in reals]
 
 
 def _execute(job):
@@ -373,7 +372,7 @@ def run(suite, profile, *, out="results", datasets=None, realizations=None, n_jo
     -------
     dict with ``run`` (tasks computed by this call), ``skipped`` (finished
     already, or meanwhile by another runner), ``adopted``,
-    ``missing_datasets``, ``bad_records`` (paths of the records found bad,
+    ``bad_records`` (paths of the records found bad,
     set aside as ``*.bad`` and computed again), ``stray_files`` (paths of
     the files ``tasks/*/r*.json.gz`` that name no task of the profile, set
     aside as ``*.stray``) and ``seconds``.  Each bad record and stray file is
@@ -392,7 +391,7 @@ def run(suite, profile, *, out="results", datasets=None, realizations=None, n_jo
     n_jobs = check_positive_int(n_jobs, name="n_jobs")
     if scheduler is not None and scheduler != "local" and (not isinstance(scheduler, str) or not scheduler.strip()):
         raise ValueError(f"scheduler must be 'local' or an address like tcp://HOST:8786, got {scheduler!r}")
-    tasks, missing = list_tasks(suite, profile, datasets=datasets, realizations=realizations)
+    tasks = list_tasks(suite, profile, datasets=datasets, realizations=realizations)
     for d in dict.fromkeys(d for d, _ in tasks):
         results_dir(out, suite, profile, "tasks", d)
     strays = _set_aside_strays(suite, profile, out)
@@ -452,5 +451,5 @@ def run(suite, profile, *, out="results", datasets=None, realizations=None, n_jo
         if cluster is not None:
             cluster.close()
     return {"run": counts["run"], "skipped": counts["done"], "adopted": counts["adopted"],
-            "missing_datasets": missing, "bad_records": bad, "stray_files": strays,
+            "bad_records": bad, "stray_files": strays,
             "seconds": time.perf_counter() - t0}

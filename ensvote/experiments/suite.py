@@ -5,7 +5,7 @@ from typing import Callable
 
 from .. import datasets as _datasets
 
-__all__ = ["Suite", "PROFILES", "SYNTHETIC", "profile_params", "available"]
+__all__ = ["Suite", "PROFILES", "SYNTHETIC", "profile_params", "verify_datasets"]
 
 #: ``smoke`` (seconds; what notebooks run live), ``book`` (what the book shows),
 #: ``paper`` (the papers' protocol: 100 realizations).
@@ -48,10 +48,10 @@ def profile_params(full, **smoke):
     return {"smoke": {**full, **smoke}, "book": dict(full), "paper": dict(full)}
 
 
-def available(dataset):
-    """True: every dataset ships with ensvote.  Loading a real one verifies it, so a
-    missing or damaged vendored file stops the run with an error naming the file
-    (FileNotFoundError, ChecksumError) instead of being skipped as unavailable."""
-    if dataset not in SYNTHETIC and dataset != "circle":
-        _datasets.load(dataset)
-    return True
+def verify_datasets(names):
+    """Load every real dataset of ``names`` once: every dataset ships with ensvote, and a missing or damaged
+    vendored file stops a run before it starts, with an error naming the file (FileNotFoundError,
+    ChecksumError)."""
+    for dataset in names:
+        if dataset not in SYNTHETIC and dataset != "circle":
+            _datasets.load(dataset)
