@@ -13,7 +13,8 @@ ensemble once its outcome is (almost) certain:
 plus the engine :func:`halt`, the rules :class:`ExactRule` and
 :class:`FixedRule`, the margin rule :class:`MarginRule`, the Bayes-optimal policy for a disagreement budget
 :class:`OptimalRule` (with :func:`policy_value`), and the scikit-learn
-meta-estimator :class:`HaltingClassifier`.  Rules keep the tables they
+meta-estimator :class:`HaltingClassifier`, and :class:`VoteStream`, which stops a vote of sampled answers
+not known in advance (the answers of a randomised predictor) with the same rules.  Rules keep the tables they
 build in bounded caches; :func:`clear_caches` empties them and
 :func:`cache_info` lists them.
 
@@ -38,6 +39,7 @@ from .expected import expected_queries
 from .optimal import OptimalRule, policy_value
 from .priors import oob_prior
 from .rules import ExactRule, FixedRule, HaltingRule, InfiniteRule, MarginRule, SlowVoteWarning, UrnRule
+from .stream import VoteStream
 
 __version__ = "0.2.0"
 
@@ -75,6 +77,7 @@ __all__ = [
     "FixedRule",
     "MarginRule",
     "SlowVoteWarning",
+    "VoteStream",
     "cache_info",
     "clear_caches",
     "compositions",

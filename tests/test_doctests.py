@@ -24,6 +24,7 @@ DOCTEST_MODULES = [
     "ensvote.optimal",
     "ensvote.priors",
     "ensvote.experiments.report",
+    "ensvote.stream",
 ]
 MAY_HAVE_NO_EXAMPLES = set()  # every module listed has examples
 
