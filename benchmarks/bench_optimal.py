@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Build time of the optimal-policy table (ensvote.optimal.OptimalRule) at T = 101.
+"""Build time of the optimal-policy table (ensvote.optimal.OptimalRule) at T = 101, and against T.
 
-    .venv/bin/python benchmarks/bench_optimal.py [--repeat 3] [--budget 0.01]
+    .venv/bin/python benchmarks/bench_optimal.py [--repeat 3] [--budget 0.01] [--sizes-only]
 
 For two and three classes, uniform prior, a cold cache each time: the urn
 model (log marginals, disagreement and next-vote probabilities of every vote
@@ -20,6 +20,11 @@ The budget mode's build times are also written to ``results/speed/optimal.csv``
 (``--out``), one row per problem and held-out scoring, beside the time to fit
 the forest itself in the same process (``forest_seconds``): the chapter "How far
 from optimal are the threshold rules?" quotes them.
+
+Against T (``results/speed/optimal_sizes.csv``, ``--sizes``): for each size up to
+:data:`ensvote.optimal.MAX_OPTIMAL_T` (1,001 trees with two classes, 101 with
+three) a forest of ``T`` trees is fitted (its time beside), then the budget
+mode is built from its out-of-bag votes as ``fit`` builds it.
 """
 
 import argparse
@@ -41,14 +46,45 @@ FIELDS = ["dataset", "n_train", "n_classes", "disagreement", "heldout", "seconds
           "n_rounds"]
 
 
+SIZES = OUT.with_name("optimal_sizes.csv")
+SIZE_GRID = {2: (101, 301, 1001), 3: (51, 101)}
+SIZE_FIELDS = ["dataset", "n_classes", "T", "forest_seconds", "budget_mode_seconds", "expected_members"]
+
+
+def sizes(args):
+    """The budget mode's build time against the forest's size, beside the forest's own fit."""
+    rows = []
+    for name, l in (("pima", 2), ("waveform", 3)):
+        X, y = datasets.load(name, **({"n_samples": 300, "random_state": ev.SEED} if name == "waveform" else {}))
+        X, y = X[:500], y[:500]
+        for T in SIZE_GRID[l]:
+            assert T <= optimal.MAX_OPTIMAL_T[l]
+            t0 = time.perf_counter()
+            clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED), rule="exact").fit(X, y)
+            t1 = time.perf_counter()
+            ev.clear_caches()
+            rule = optimal.OptimalRule.from_oob_votes(clf.oob_votes_, T, args.budget)
+            t2 = time.perf_counter()
+            print(f"budget mode {name} (l={l}) T={T}: forest fit {t1 - t0:.2f} s, budget mode {t2 - t1:.2f} s, "
+                  f"expected members {rule.expected_members:.2f}", flush=True)
+            rows.append({"dataset": name, "n_classes": l, "T": T, "forest_seconds": f"{t1 - t0:.3f}",
+                         "budget_mode_seconds": f"{t2 - t1:.3f}", "expected_members": f"{rule.expected_members:.4f}"})
+    write_csv(args.sizes, SIZE_FIELDS, rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--budget", type=float, default=0.01)
     ap.add_argument("--out", type=Path, default=OUT, help=f"CSV of the budget mode's build times (default {OUT})")
+    ap.add_argument("--sizes", type=Path, default=SIZES, help=f"CSV of build times against T (default {SIZES})")
+    ap.add_argument("--sizes-only", action="store_true", help="only the build times against T")
     args = ap.parse_args()
+    sizes(args)
+    if args.sizes_only:
+        return
     rows_out = []
-    T = optimal.MAX_OPTIMAL_T
+    T = 101
     for l in optimal.SUPPORTED_CLASSES:
         prior = check_prior(uniform_prior(T, l), T)
         model_t, total_t = [], []

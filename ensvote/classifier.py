@@ -79,8 +79,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         :class:`~ensvote.InfiniteRule` (Hernández-Lobato et al. 2011); ``"exact"``:
         :class:`~ensvote.ExactRule`; ``"optimal"``: :class:`~ensvote.OptimalRule`,
         the fewest expected members for the disagreement budget
-        ``disagreement`` (budget mode; two or three classes, at most 101
-        members).  A rule object is used as given (its ``T`` must equal the
+        ``disagreement`` (budget mode; two classes with at most 1,001 members or
+        three with at most 101).  A rule object is used as given (its ``T`` must equal the
         number of members), e.g. ``MarginRule(k=5)``.
     confidence : float in (0, 1), default=0.99
         Threshold (α or π) for the threshold rules given by name.

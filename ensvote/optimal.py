@@ -63,10 +63,11 @@ from .rules import HaltingRule, register
 __all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
            "MAX_OPTIMAL_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
 
-#: Largest ensemble size the optimal policy is computed for.
-MAX_OPTIMAL_T = 101
+#: Largest ensemble size the optimal policy is computed for, per number of classes: its model holds
+#: every vote vector, ``(T + 1) ** l`` of them (a tenth of a second to tens of seconds to build).
+MAX_OPTIMAL_T = {2: 1001, 3: 101}
 #: Numbers of classes the optimal policy is computed for.
-SUPPORTED_CLASSES = (2, 3)
+SUPPORTED_CLASSES = tuple(MAX_OPTIMAL_T)
 #: The budget mode's default weight, in rows, of the uniform prior mixed into a deconvolved one
 #: (``uniform_rows`` of :func:`cross_validated_budget`).
 UNIFORM_ROWS = 1.0
@@ -77,10 +78,15 @@ _MIXTURE_PRIORS = BoundedCache("deconvolved out-of-bag priors of the budget mode
 # --------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------
-def _check_T(T):
+def _check_T(T, n_classes=None):
+    """``T`` if the optimal policy is computed for it (with ``n_classes`` classes, or for some number of classes)."""
     T = check_positive_int(T, name="T")
-    if T > MAX_OPTIMAL_T:
-        raise ValueError(f"T={T} is above the largest ensemble the optimal policy is computed for (T <= {MAX_OPTIMAL_T})")
+    largest = max(MAX_OPTIMAL_T.values()) if n_classes is None else MAX_OPTIMAL_T.get(n_classes, max(
+        MAX_OPTIMAL_T.values()))
+    if T > largest:
+        limits = " and ".join(f"T <= {t:,} with {l} classes" for l, t in MAX_OPTIMAL_T.items())
+        raise ValueError(f"T={T} is above the largest ensemble the optimal policy is computed for ({limits}); "
+                         "use rule='urn' (a table for any T with two classes), or rule='infinite'")
     return T
 
 
@@ -118,6 +124,7 @@ def _resolve_prior(prior, T, n_classes):
     if prior is None:
         l = 2 if n_classes is None else check_positive_int(n_classes, name="n_classes", minimum=2)
         check_classes(l)
+        _check_T(T, l)
         return check_prior(None, T, l)
     hint = getattr(prior, "n_classes", None)  # e.g. a many-class prior object from oob_prior
     if isinstance(hint, numbers.Integral):
@@ -126,6 +133,7 @@ def _resolve_prior(prior, T, n_classes):
     if n_classes is not None and check_positive_int(n_classes, name="n_classes", minimum=2) != parsed.n_classes:
         raise ValueError(f"n_classes={n_classes} but the prior is over {parsed.n_classes} classes")
     check_classes(parsed.n_classes)
+    _check_T(T, parsed.n_classes)
     return parsed
 
 
@@ -149,7 +157,8 @@ class OptimalRule(HaltingRule):
     Parameters
     ----------
     T : int
-        Size of the full ensemble, at most :data:`MAX_OPTIMAL_T`.
+        Size of the full ensemble, at most :data:`MAX_OPTIMAL_T` for its number
+        of classes (1,001 with two, 101 with three).
     disagreement : float in (0, 0.5), optional
         The budget δ: expected disagreement with the full ensemble, under the
         prior.  Default 0.01 when ``price`` is not given either.
@@ -258,7 +267,8 @@ class OptimalRule(HaltingRule):
         oob_votes : array_like of int, shape (n_rows, l), l in {2, 3}
             Out-of-bag vote counts of the training rows (``HaltingClassifier.oob_votes_``).
         T : int
-            Size of the full ensemble, at most :data:`MAX_OPTIMAL_T`.
+            Size of the full ensemble, at most :data:`MAX_OPTIMAL_T` for its number
+        of classes (1,001 with two, 101 with three).
         disagreement : float in (0, 0.5)
             The budget δ.
         n_folds, random_state, resolution, rtol, heldout, uniform_rows
@@ -290,6 +300,7 @@ class OptimalRule(HaltingRule):
         T = _check_T(T)
         delta = check_budget(disagreement)
         v, T, resolution = VoteMixture.checked_votes(oob_votes, T, resolution)
+        _check_T(T, v.shape[1])
         cv = cross_validated_budget(v, T, delta, n_folds=n_folds, random_state=random_state, resolution=resolution,
                                     rtol=rtol, heldout=heldout, uniform_rows=uniform_rows)
         rule = cls(T, cv.budget, prior=_mixture_prior(v, T, resolution, _check_uniform_rows(uniform_rows)))
@@ -520,7 +531,8 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
         Out-of-bag vote counts; rows without one are ignored.  At least
         ``2 * n_folds`` rows must remain.
     T : int
-        Size of the full ensemble, at most :data:`MAX_OPTIMAL_T`.
+        Size of the full ensemble, at most :data:`MAX_OPTIMAL_T` for its number
+        of classes (1,001 with two, 101 with three).
     disagreement : float in (0, 0.5)
         The target δ.
     n_folds : int >= 2
@@ -572,6 +584,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
     T = _check_T(T)
     delta = check_budget(disagreement)
     v, T, resolution = VoteMixture.checked_votes(oob_votes, T, resolution)
+    _check_T(T, v.shape[1])
     n_folds = check_positive_int(n_folds, name="n_folds", minimum=2)
     max_rounds = check_positive_int(max_rounds, name="max_rounds")
     if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0.0 < float(rtol) < 1.0:

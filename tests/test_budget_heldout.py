@@ -121,7 +121,7 @@ def test_cross_validated_budget_is_at_most_the_target():
     ({"disagreement": 0.01, "n_folds": 1}, ValueError, "n_folds"),
     ({"disagreement": 0.01, "n_folds": 2.5}, TypeError, "n_folds"),
     ({"disagreement": 0.01, "n_folds": 20}, ValueError, "at least 40 rows"),
-    ({"disagreement": 0.01, "T": 102}, ValueError, "T=102"),
+    ({"disagreement": 0.01, "T": 1002}, ValueError, "T=1002"),
     ({"disagreement": 0.01, "rtol": 0.0}, ValueError, "rtol"),
     ({"disagreement": 0.01, "rtol": float("nan")}, ValueError, "rtol"),
     ({"disagreement": 0.01, "max_rounds": 0}, ValueError, "max_rounds"),

@@ -271,16 +271,22 @@ def test_bad_budget_type(bad):
 
 
 def test_unsupported_sizes_and_classes():
-    with pytest.raises(ValueError, match=f"T <= {MAX_OPTIMAL_T}"):
-        OptimalRule(MAX_OPTIMAL_T + 1, 0.01)
+    with pytest.raises(ValueError, match="T <= 1,001 with 2 classes and T <= 101 with 3 classes"):
+        OptimalRule(MAX_OPTIMAL_T[2] + 1, 0.01)
+    with pytest.raises(ValueError, match="T=103 is above"):
+        OptimalRule(MAX_OPTIMAL_T[3] + 2, 0.01, n_classes=3)
+    with pytest.raises(ValueError, match="T=103 is above"):
+        ev.policy_value(ev.UrnRule(103), None, n_classes=3)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         OptimalRule(11, 0.01, n_classes=4)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         OptimalRule(5, 0.01, prior=ev.uniform_prior(5, 4))
     with pytest.raises(ValueError, match="n_classes=3 but the prior is over 2"):
         OptimalRule(5, 0.01, prior=ev.uniform_prior(5), n_classes=3)
-    with pytest.raises(ValueError, match="T <= 101"):
-        policy_value(ev.UrnRule(201, 0.99), None)
+    with pytest.raises(ValueError, match="T <= 1,001 with 2 classes"):
+        policy_value(ev.UrnRule(1003, 0.99), None)
+    # within the limit: the policy of a 301-member urn rule, evaluated exactly
+    assert 0 < policy_value(ev.UrnRule(301, 0.99), None).members < 301
 
 
 def test_bad_price_and_both_modes():
@@ -364,9 +370,9 @@ def test_budget_mode_bad_input(binary_data):
             ev.HaltingClassifier(rf, rule="optimal", disagreement=bad).fit(X, y)
     with pytest.raises(TypeError, match="disagreement"):
         ev.HaltingClassifier(rf, rule="optimal", disagreement="1%").fit(X, y)
-    with pytest.raises(ValueError, match="T <= 101"):
+    with pytest.raises(ValueError, match="T=103 is above .* T <= 101 with 3 classes"):
         ev.HaltingClassifier(RandomForestClassifier(103, random_state=0), rule="optimal",
-                             disagreement=0.01).fit(X, y)
+                             disagreement=0.01).fit(X, np.arange(len(y)) % 3)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         ev.HaltingClassifier(rf, rule="optimal", disagreement=0.01).fit(X, np.arange(len(y)) % 4)
 
@@ -552,3 +558,15 @@ def test_against_reference_counts_significant_differences_by_direction():
     assert (against_reference(t, level=0.99).iloc[0][["more", "fewer"]] == 0).all()  # 0.01 is not below 0.01
     with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
         against_reference(t, level=1.5)
+
+
+def test_two_classes_up_to_1001_members():
+    # the budget mode beyond T = 101 with two classes: the table meets its budget under its prior, exactly
+    rule = OptimalRule(1001, 0.01)
+    exact = policy_value(rule, None)
+    assert exact.disagreement <= 0.01 and exact.members == pytest.approx(rule.expected_members, abs=1e-9)
+    X, y = ev.datasets.load("pima")
+    clf = ev.HaltingClassifier(RandomForestClassifier(301, random_state=ev.SEED), rule="optimal",
+                               disagreement=0.01).fit(X[:400], y[:400])
+    assert clf.rule_.T == 301 and clf.expected_disagreement_ <= clf.rule_.disagreement <= 0.01
+    assert clf.halt(X[400:]).mean_queried < 301 / 4
