@@ -71,7 +71,7 @@ def _comparison():
     ours = pd.DataFrame({"err_mean": [1.04, 3.0, np.nan, 5.0], "err_std": [0.1, 0.2, np.nan, 0.5],
                          "n_realizations": [10, 10, 0, 10]}, index=pd.Index(list("abcd"), name="problem"))
     pub = pd.DataFrame({"err_mean": ["1.0", "2.5", "4.0"], "err_std": ["0.2", "0.3", "1.0"]}, index=list("abc"))
-    return report.compare_with_published(ours, pub, {"err": "error %"}, unavailable=["c"])[0]
+    return report.compare_with_published(ours, pub, {"err": "error %"})[0]
 
 
 def test_table_styler_numbers_the_tables_of_a_chapter():
@@ -88,7 +88,7 @@ def test_table_styler_comparison():
     shown = TableStyler("ch-t").comparison(table)
     assert shown.data.index.name is None and table.index.name == "problem"  # the caller's table is left alone
     assert shown.data.columns.tolist() == [("error %", "ours"), ("error %", "paper"), ("error %", "Δ")]
-    assert shown.data.loc["c"].tolist() == ["—", "4.0±1.0", "—"]  # unavailable offline
+    assert shown.data.loc["c"].tolist() == ["—", "4.0±1.0", "—"]  # not run
     assert shown.data.loc["d"].tolist() == ["5.00±0.50", "—", "—"]  # not in our copy
     html = shown.to_html()
     assert 'id="T_ch-t1"' in html and "nowrap" in html

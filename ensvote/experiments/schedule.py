@@ -261,25 +261,42 @@ class _Claims:
         return path.with_name(f".{path.name}.claim")
 
     def take(self, job):
-        """Claim ``job``; False if another runner holds it."""
+        """Claim ``job``; False if another runner holds it.
+
+        An interrupt (Ctrl-C) anywhere in here leaves no claim file behind: a
+        file locked but not yet registered is removed before the interrupt goes on.
+        """
         file = self._file(job)
-        while True:
-            fd = os.open(file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return False
-            try:
-                if os.path.samestat(os.fstat(fd), os.stat(file, follow_symlinks=False)):
+        fd, locked = None, False
+        try:
+            while True:
+                fd = os.open(file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    fd = None
+                    return False
+                locked = True
+                try:
+                    same = os.path.samestat(os.fstat(fd), os.stat(file, follow_symlinks=False))
+                except FileNotFoundError:
+                    same = False
+                if same:
                     break
-            except FileNotFoundError:
-                pass
-            os.close(fd)  # its holder removed it as we opened it: try again
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())  # for a curious reader
-        with self.lock:
-            self.held[job], closed = fd, self.closed
+                os.close(fd)  # its holder removed it as we opened it: try again
+                fd, locked = None, False
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())  # for a curious reader
+            with self.lock:
+                self.held[job], closed = fd, self.closed
+            fd = None  # registered: release() removes it
+        except BaseException:
+            if fd is not None:
+                if locked:
+                    file.unlink(missing_ok=True)
+                os.close(fd)
+            raise
         if closed:
             self.release(job)
         return not closed
@@ -288,8 +305,10 @@ class _Claims:
         with self.lock:
             fd = self.held.pop(job, None)
         if fd is not None:
-            self._file(job).unlink(missing_ok=True)
-            os.close(fd)
+            try:
+                self._file(job).unlink(missing_ok=True)
+            finally:  # an interrupt during the removal still closes (and so unlocks) the claim
+                os.close(fd)
 
     def wait(self, job):
         """Block until no runner holds ``job`` (it finished or died)."""
