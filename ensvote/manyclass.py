@@ -63,6 +63,9 @@ __all__ = [
 MAX_PAIR_TABLE_BYTES = 64 * 2 ** 20
 
 _TABLES = BoundedCache("pair tables", 6)
+#: Small tables are kept in greater number (a vote over many distinct answers, :class:`ensvote.VoteStream`,
+#: asks for one table per number of answers seen): each at most MAX_PAIR_TABLE_BYTES / maxsize bytes.
+_SMALL_TABLES = BoundedCache("small pair tables", 64)
 
 
 # --------------------------------------------------------------------------
@@ -397,7 +400,9 @@ def pair_table(T, n_classes, prior=None):
             raise ValueError(f"the PairPrior is for T={prior.T} and {prior.n_classes} classes, "
                              f"not T={T} and {l}")
     key = (T, l, None if prior is None else prior.key)
-    hit = _TABLES.get(key)
+    hit = _SMALL_TABLES.get(key)
+    if hit is None:
+        hit = _TABLES.get(key)
     if hit is not None:
         return hit
     check_pair_table_size(T, l, prior is not None)
@@ -408,7 +413,10 @@ def pair_table(T, n_classes, prior=None):
     else:
         vals = _prior_values(T, prior.probs, base, size)
     tab = PairTable(vals, base, T, l)
-    _TABLES[key] = tab
+    if tab.nbytes * _SMALL_TABLES.maxsize <= MAX_PAIR_TABLE_BYTES:
+        _SMALL_TABLES[key] = tab
+    else:
+        _TABLES[key] = tab
     return tab
 
 

@@ -31,10 +31,9 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from ._cache import BoundedCache
 from ._validation import check_positive_int, check_probability
 from .confidence import finite_confidence, infinite_confidence
-from .manyclass import MAX_PAIR_TABLE_BYTES, max_pair_table_T, pair_table
+from .manyclass import max_pair_table_T, pair_table
 
 __all__ = ["VoteStream", "MAX_URN_SAMPLES", "RULES"]
 
@@ -44,11 +43,6 @@ RULES = ("infinite", "urn")
 #: (:func:`ensvote.manyclass.urn_confidence_bound`, uniform prior) fits in its memory limit,
 #: whatever the number of distinct answers.
 MAX_URN_SAMPLES = max_pair_table_T(3)
-
-# A stream meets a new number of classes with each new answer, and a long tail of distinct answers would
-# evict the pair tables of ensvote.manyclass (six kept) and rebuild them again and again: the streams keep
-# the small ones (T up to about 110, at most MAX_PAIR_TABLE_BYTES in all) here as well.
-_TABLES = BoundedCache("pair tables of VoteStream", 64)
 
 
 class VoteStream:
@@ -225,13 +219,8 @@ class VoteStream:
             return float(infinite_confidence(votes))
         if len(votes) == 2:
             return float(finite_confidence(votes, self.max_samples))
-        key = (self.max_samples, len(votes))
-        table = _TABLES.get(key)
-        if table is None:
-            table = pair_table(*key)  # what urn_confidence_bound(votes, T) evaluates
-            if table.nbytes * _TABLES.maxsize <= MAX_PAIR_TABLE_BYTES:
-                _TABLES[key] = table
-        return float(table.confidence(votes))
+        # what urn_confidence_bound(votes, T) evaluates, without its checks; the table is cached by manyclass
+        return float(pair_table(self.max_samples, len(votes)).confidence(votes))
 
     @property
     def answer(self) -> Hashable | None:
