@@ -216,3 +216,16 @@ def test_uniform_rows_mix_the_uniform_prior_in(l):
         expect = np.array([(m * full.get(tuple(s), 0.0) + 4.0 / len(support)) / (m + 4.0) for s in support])
         np.testing.assert_allclose(probs, expect, rtol=1e-10)
         assert abs(probs.sum() - 1) < 1e-12
+
+
+def test_vote_mixture_checked_votes_refuses_bad_votes():
+    from ensvote.priors import VoteMixture
+
+    v, T, resolution = VoteMixture.checked_votes(np.array([[0, 3], [0, 0], [2, 1]]), 11)
+    assert v.tolist() == [[0, 3], [2, 1]] and (T, resolution) == (11, 100)
+    for votes, match in [(np.ones((5, 4), dtype=int), "2 or 3 classes"), (np.array([[1, 2], [0, 0]]), "at least two"),
+                         (np.array([[1, -2], [3, 0]]), "oob_votes"), (np.ones(5, dtype=int), "shape")]:
+        with pytest.raises(ValueError, match=match):
+            VoteMixture.checked_votes(votes, 11)
+    with pytest.raises(ValueError, match="resolution"):
+        VoteMixture.checked_votes(np.ones((5, 2), dtype=int), 11, resolution=1000)

@@ -290,3 +290,11 @@ def test_the_documented_pair_table_limits_are_the_computed_ones():
     stated = [int(v) for v in re.findall(r"T = (\d+)", comment)]
     assert stated == [manyclass.max_pair_table_T(2), manyclass.max_pair_table_T(10, per_class=True),
                       manyclass.max_pair_table_T(26, per_class=True)]
+
+
+def test_check_pair_table_size_names_the_limit():
+    assert mc.check_pair_table_size(21, 4) == mc.pair_table_nbytes(21, 4)
+    with pytest.raises(ValueError, match=r"MAX_PAIR_TABLE_BYTES = 64 MiB \(T <= 462\).*rule='infinite'"):
+        mc.check_pair_table_size(463, 4)
+    with pytest.raises(ValueError, match="one table per class"):
+        mc.check_pair_table_size(300, 26, per_class=True)
