@@ -81,8 +81,7 @@ _MIXTURE_PRIORS = BoundedCache("deconvolved out-of-bag priors of the budget mode
 def _check_T(T, n_classes=None):
     """``T`` if the optimal policy is computed for it (with ``n_classes`` classes, or for some number of classes)."""
     T = check_positive_int(T, name="T")
-    largest = max(MAX_OPTIMAL_T.values()) if n_classes is None else MAX_OPTIMAL_T.get(n_classes, max(
-        MAX_OPTIMAL_T.values()))
+    largest = MAX_OPTIMAL_T.get(n_classes, max(MAX_OPTIMAL_T.values()))  # classes not known yet: any
     if T > largest:
         limits = " and ".join(f"T <= {t:,} with {l} classes" for l, t in MAX_OPTIMAL_T.items())
         raise ValueError(f"T={T} is above the largest ensemble the optimal policy is computed for ({limits}); "
