@@ -17,7 +17,7 @@ from . import kernel
 from ._utils import SEED
 from ._validation import check_probability
 from .engine import HaltResult, TreeEnsemble
-from .optimal import OptimalRule, check_budget, check_members
+from .optimal import OptimalRule, check_budget, check_guarantee, check_members
 from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
@@ -123,6 +123,19 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         with the least expected disagreement with the full ensemble, which
         ``expected_disagreement_`` reports (see
         :class:`~ensvote.OptimalRule`).  Refused with the other rules.
+    guarantee : {"average", "per-row", "minimax"}, default="average"
+        What ``disagreement`` bounds, for ``rule="optimal"``: ``"average"``
+        the disagreement averaged over the rows (the budget mode above);
+        ``"per-row"`` every row's probability of disagreeing with the full
+        ensemble, whatever its full vote, under a random member order, with
+        the members averaged under the prior minimised (Kalman & Moscovich's
+        *minimixed*; the out-of-bag prior then weighs the members only, so no
+        cross-validation is needed); ``"minimax"`` the same per-row bound with
+        the largest expected members of any full vote minimised.  A linear
+        program over every vote vector (scipy's HiGHS) at ``fit``, for at most
+        201 members with two classes and 41 with three
+        (:data:`ensvote.optimal.MAX_PER_ROW_T`).  ``rule_.worst_disagreement``
+        is the largest per-row disagreement (at most δ).
     voting : {"hard", "soft"}, default="hard"
         ``"hard"``: the majority of the members' votes, stopped by ``rule``.
         ``"soft"``: the argmax of the members' averaged class probabilities,
@@ -233,6 +246,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                  rule: Literal["urn", "infinite", "exact", "optimal"] | HaltingRule = "urn", confidence: float = 0.99,
                  prior: Literal["auto", "oob", "uniform"] | ArrayLike | None = "auto",
                  disagreement: float | None = None, max_members: float | None = None,
+                 guarantee: Literal["average", "per-row", "minimax"] = "average",
                  voting: Literal["hard", "soft"] = "hard", n_jobs: int | None = None):
         self.estimator = estimator
         self.rule = rule
@@ -240,6 +254,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         self.prior = prior
         self.disagreement = disagreement
         self.max_members = max_members
+        self.guarantee = guarantee
         self.voting = voting
         self.n_jobs = n_jobs
 
@@ -326,7 +341,11 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             raise ValueError("voting='soft' stops exactly where the members not yet queried cannot change the "
                              "argmax of the averaged probabilities, and takes no rule: leave rule at its default "
                              "and disagreement unset (they apply to voting='hard')")
+        check_guarantee(self.guarantee)
         cls = self._rule_class()
+        if self.guarantee != "average" and (cls is None or cls.strength != "disagreement"):
+            raise ValueError(f"guarantee={self.guarantee!r} is a mode of rule='optimal'; rule={self.rule!r} "
+                             "takes confidence instead (leave guarantee='average')")
         if cls is not None and cls.strength == "disagreement":
             if self.disagreement is None and self.max_members is None:
                 raise ValueError(f"rule={self.rule!r} needs a budget: pass disagreement=δ, e.g. disagreement=0.01 "
@@ -337,6 +356,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 check_budget(self.disagreement, name="disagreement")
             else:
                 check_members(self.max_members, np.inf)
+            if self.guarantee != "average" and self.disagreement is None:
+                raise ValueError(f"guarantee={self.guarantee!r} bounds every row's disagreement by δ: give "
+                                 "disagreement=δ, not max_members (a compute budget applies to "
+                                 "guarantee='average')")
         elif self.max_members is not None:
             raise ValueError(f"max_members is the compute budget of rule='optimal'; rule={self.rule!r} takes "
                              "confidence instead")
@@ -388,6 +411,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         strength = None if named is None else {"confidence": self.confidence,
                                                "disagreement": self.disagreement}.get(named.strength)
         options = {} if self.max_members is None else {"max_members": self.max_members}
+        if self.guarantee != "average":
+            options["guarantee"] = self.guarantee
         self.rule_ = make_rule(self.rule, n_members=self.n_members_, strength=strength,
                                n_classes=len(self.classes_), prior=self._prior_choice(),
                                oob_votes=lambda: self.oob_votes_ if self.oob_votes_ is not None

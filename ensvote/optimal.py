@@ -54,18 +54,24 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._cache import BoundedCache
 from ._bellman import PolicyValue, _meet_budget, _meet_members, _model, evaluate_rule
+from ._perrow import MAX_PER_ROW_T, per_row_policy
+from ._perrow import model as _perrow_model
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
-from .confidence import PriorLike, check_prior
+from .confidence import PriorLike, check_prior, compositions
 from .priors import VoteMixture, oob_prior
 from .rules import HaltingRule, register
 
 __all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
-           "MAX_OPTIMAL_T", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
+           "MAX_OPTIMAL_T", "MAX_PER_ROW_T", "GUARANTEES", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
 
 #: Largest ensemble size the optimal policy is computed for, per number of classes: its model holds
 #: every vote vector, ``(T + 1) ** l`` of them (a tenth of a second to tens of seconds to build).
 MAX_OPTIMAL_T = {2: 1001, 3: 101}
+#: What the disagreement budget δ bounds: ``"average"`` over the rows under the prior (the budget
+#: mode), ``"per-row"`` every row's, the prior-weighted members minimised (Kalman & Moscovich's
+#: minimixed), or ``"minimax"`` every row's, the worst row's members minimised.
+GUARANTEES = ("average", "per-row", "minimax")
 #: Numbers of classes the optimal policy is computed for.
 SUPPORTED_CLASSES = tuple(MAX_OPTIMAL_T)
 #: The budget mode's default weight, in rows, of the uniform prior mixed into a deconvolved one
@@ -87,6 +93,23 @@ def _check_T(T, n_classes=None):
         raise ValueError(f"T={T} is above the largest ensemble the optimal policy is computed for ({limits}); "
                          "use rule='urn' (a table for any T with two classes), or rule='infinite'")
     return T
+
+
+def check_guarantee(value):
+    """One of :data:`GUARANTEES`."""
+    if not (isinstance(value, str) and value in GUARANTEES):
+        raise ValueError(f"guarantee must be one of {', '.join(map(repr, GUARANTEES))}, got {value!r}")
+    return value
+
+
+def _check_per_row_T(T, n_classes, guarantee):
+    largest = MAX_PER_ROW_T[n_classes]
+    if T > largest:
+        limits = " and ".join(f"T <= {t:,} with {l} classes" for l, t in MAX_PER_ROW_T.items())
+        raise ValueError(f"T={T} is above the largest ensemble a guarantee={guarantee!r} policy is computed for: its "
+                         f"linear program over every vote vector is solved for {limits} (MAX_PER_ROW_T); use "
+                         f"guarantee='average' (the budget mode, to T = {MAX_OPTIMAL_T[n_classes]:,} with "
+                         f"{n_classes} classes) or a smaller ensemble")
 
 
 def check_classes(l):
@@ -173,11 +196,23 @@ class OptimalRule(HaltingRule):
         :func:`ensvote.confidence.check_prior`); None is uniform.
     n_classes : {2, 3}, optional
         Number of classes for the uniform prior (default 2); must match a given prior.
+    guarantee : {"average", "per-row", "minimax"}, keyword-only, default="average"
+        What δ bounds.  ``"average"``: the disagreement averaged under the
+        prior (the Bellman recursion above).  ``"per-row"``: the disagreement
+        of **every** composition of the urn (every full vote), under a random
+        member order, whatever the prior; the prior's expected members are
+        minimised (Kalman & Moscovich's *minimixed*; uniform prior: their
+        "flat").  ``"minimax"``: the same per-row bound, the largest expected
+        members of any composition minimised.  Both solve a linear program
+        over every vote vector (:mod:`ensvote._perrow`), for ``T`` up to
+        :data:`MAX_PER_ROW_T` (201 with two classes, 41 with three); the table
+        is deterministic and its per-row disagreement, evaluated exactly, is
+        at most δ.
 
     Attributes
     ----------
-    price : float
-        λ, the price of a disagreement in members.
+    price : float or None
+        λ, the price of a disagreement in members (None with a per-row guarantee).
     expected_members, expected_disagreement : float
         Of the tabulated (deterministic) policy, under the prior; the
         disagreement is at most δ.
@@ -188,6 +223,13 @@ class OptimalRule(HaltingRule):
     boundary_state : ndarray of int or None
         The vote vector at which that optimum stops only with probability
         ``boundary_stop_probability`` (see :meth:`stop_probability`).
+    compositions, row_members, row_disagreement : ndarray or None
+        Per-row guarantee: every composition of the urn (rows of
+        :func:`ensvote.compositions`), and per composition the expected
+        members and the disagreement of the table, evaluated exactly (see
+        :attr:`worst_members`, :attr:`worst_disagreement`).  With a per-row
+        guarantee ``optimum_members`` is the linear program's optimum of its
+        objective (randomised policies allowed).
 
     Examples
     --------
@@ -199,6 +241,13 @@ class OptimalRule(HaltingRule):
     (24.16, True)
     >>> rule.stop([[12, 0], [14, 6]])
     array([ True, False])
+
+    Every row within 1 % of the full ensemble's vote, whatever its votes
+    (Kalman & Moscovich's minimixed, flat prior), costs more members:
+
+    >>> per_row = OptimalRule(T=101, disagreement=0.01, guarantee="per-row")
+    >>> round(per_row.expected_members, 2), per_row.worst_disagreement <= 0.01
+    (36.41, True)
 
     At the urn rule's own expected disagreement the optimum needs no more
     members:
@@ -218,14 +267,21 @@ class OptimalRule(HaltingRule):
     @classmethod
     def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
                     prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None,
-                    max_members: float | None = None) -> HaltingRule:
+                    max_members: float | None = None,
+                    guarantee: Literal["average", "per-row", "minimax"] = "average") -> HaltingRule:
         """Part of the registry: see :meth:`HaltingRule.from_params`.
 
         ``strength`` is the budget δ, or ``max_members`` a compute budget (one
         of the two); ``prior="oob"`` is the budget mode on out-of-bag votes
-        (:meth:`from_oob_votes`; for a compute budget the deconvolved
-        out-of-bag prior), any other prior is passed to the constructor.
+        (:meth:`from_oob_votes`; for a compute budget or a per-row
+        ``guarantee`` the deconvolved out-of-bag prior, which then only weighs
+        the members: every row's disagreement is at most δ whatever the
+        prior), any other prior is passed to the constructor.
         """
+        check_guarantee(guarantee)
+        if guarantee != "average" and max_members is not None:
+            raise ValueError(f"guarantee={guarantee!r} bounds every row's disagreement by δ: give disagreement=δ, "
+                             "not max_members (a compute budget applies to guarantee='average')")
         if strength is None and max_members is None:
             raise ValueError("rule='optimal' needs a budget: pass disagreement=δ, e.g. disagreement=0.01 "
                              "(or max_members=K, a compute budget)")
@@ -237,7 +293,12 @@ class OptimalRule(HaltingRule):
             check_members(max_members, n_members)
         if n_classes is not None:
             check_classes(n_classes)  # before any prior is estimated
+        if n_classes is not None and guarantee != "average":
+            _check_per_row_T(check_positive_int(n_members, name="n_members"), n_classes, guarantee)
         if isinstance(prior, str) and prior == "oob":
+            if guarantee != "average":
+                v, T, resolution = VoteMixture.checked_votes(oob_votes(), n_members)
+                return cls(T, strength, prior=_mixture_prior(v, T, resolution, UNIFORM_ROWS), guarantee=guarantee)
             if max_members is not None:
                 v, T, resolution = VoteMixture.checked_votes(oob_votes(), n_members)
                 return cls(T, max_members=max_members, prior=_mixture_prior(v, T, resolution, UNIFORM_ROWS))
@@ -246,7 +307,7 @@ class OptimalRule(HaltingRule):
             return cls(n_members, max_members=max_members,
                        prior=None if isinstance(prior, str) and prior == "uniform" else prior, n_classes=n_classes)
         return cls(n_members, strength, prior=None if isinstance(prior, str) and prior == "uniform" else prior,
-                   n_classes=n_classes)
+                   n_classes=n_classes, guarantee=guarantee)
 
     @classmethod
     def from_oob_votes(cls, oob_votes: ArrayLike, T: int, disagreement: float = 0.01, *, n_folds: int = 5,
@@ -308,10 +369,15 @@ class OptimalRule(HaltingRule):
         return rule
 
     def __init__(self, T: int, disagreement: float | None = None, *, price: float | None = None,
-                 max_members: float | None = None, prior: PriorLike = None, n_classes: int | None = None):
+                 max_members: float | None = None, prior: PriorLike = None, n_classes: int | None = None,
+                 guarantee: Literal["average", "per-row", "minimax"] = "average"):
         self.n_members = _check_T(T)
         if sum(x is not None for x in (disagreement, price, max_members)) > 1:
             raise ValueError("give one of disagreement (a budget δ), max_members (a compute budget) or price (λ)")
+        self.guarantee = check_guarantee(guarantee)
+        if guarantee != "average" and (price is not None or max_members is not None):
+            raise ValueError(f"guarantee={guarantee!r} bounds every row's disagreement by δ: give disagreement=δ, "
+                             "not price or max_members (they apply to guarantee='average')")
         self.max_members = None if max_members is None else check_members(max_members, self.n_members)
         if price is None and max_members is None:
             self.disagreement = check_budget(0.01 if disagreement is None else disagreement)
@@ -322,6 +388,10 @@ class OptimalRule(HaltingRule):
         self.prior = prior
         parsed = _resolve_prior(prior, self.n_members, n_classes)
         self.n_classes = parsed.n_classes
+        self.compositions = self.row_members = self.row_disagreement = None
+        if guarantee != "average":
+            self._build_per_row(parsed)
+            return
         model = _model(self.n_members, parsed)
         if self.max_members is not None:
             sol = {**_meet_members(model, self.max_members), "state": None, "prob": None}
@@ -346,6 +416,57 @@ class OptimalRule(HaltingRule):
             self.boundary_stop_probability = float(sol["prob"])
         self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
 
+    def _build_per_row(self, parsed):
+        """The per-row policy (:mod:`ensvote._perrow`): every composition's disagreement at most δ."""
+        T, l = self.n_members, self.n_classes
+        _check_per_row_T(T, l, self.guarantee)
+        urns = np.asarray(compositions(T, l))
+        radix = (T + 1) ** np.arange(l - 1, -1, -1)
+        where = np.full((T + 1) ** l, -1, dtype=np.int64)
+        where[urns @ radix] = np.arange(len(urns))
+        weights = np.zeros(len(urns))
+        np.add.at(weights, where[np.asarray(parsed.support, dtype=np.int64) @ radix], parsed.probs)
+        weights /= weights.sum()
+        stops, members, disagreement, optimum = per_row_policy(T, l, self.disagreement, weights, self.guarantee)
+        states = _perrow_model(T, l).states
+        self.price = None
+        self.compositions, self.row_members, self.row_disagreement = urns, members, disagreement
+        for a in (self.row_members, self.row_disagreement):
+            a.setflags(write=False)
+        self.expected_members = float(weights @ members)
+        self.expected_disagreement = float(weights @ disagreement)
+        self.optimum_members = optimum
+        self.boundary_state = self.boundary_stop_probability = None
+        self._table = np.zeros((T + 1,) * l, dtype=bool)
+        self._table[tuple(states[stops].T)] = True
+        self._table.setflags(write=False)
+        self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
+
+    @property
+    def worst_members(self) -> float | None:
+        """Per-row guarantee: the largest expected members of any composition of the urn (None otherwise).
+
+        Examples
+        --------
+        >>> from ensvote import OptimalRule
+        >>> rule = OptimalRule(101, 0.001, guarantee="minimax")
+        >>> round(rule.worst_members, 2), round(rule.optimum_members, 2)
+        (99.89, 99.84)
+        """
+        return None if self.row_members is None else float(self.row_members.max())
+
+    @property
+    def worst_disagreement(self) -> float | None:
+        """Per-row guarantee: the largest disagreement of any composition of the urn, at most δ (None otherwise).
+
+        Examples
+        --------
+        >>> from ensvote import OptimalRule
+        >>> OptimalRule(51, 0.01, guarantee="per-row").worst_disagreement <= 0.01
+        True
+        """
+        return None if self.row_disagreement is None else float(self.row_disagreement.max())
+
     @property
     def T(self) -> int:
         """Size of the full ensemble the policy is built for.
@@ -360,6 +481,8 @@ class OptimalRule(HaltingRule):
 
     def _params(self):
         out = {"T": self.n_members}
+        if self.guarantee != "average":
+            out["guarantee"] = self.guarantee
         if self.disagreement is not None:
             out["disagreement"] = self.disagreement
         elif self.max_members is not None:
