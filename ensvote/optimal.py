@@ -60,9 +60,10 @@ from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
 from .confidence import PriorLike, check_prior, compositions
 from .priors import VoteMixture, oob_prior
-from .rules import HaltingRule, register
+from .rules import HaltingRule, decided, register
 
-__all__ = ["OptimalRule", "PolicyValue", "policy_value", "cross_validated_budget", "CrossValidatedBudget",
+__all__ = ["OptimalRule", "PolicyValue", "policy_value", "RowValues", "row_values", "cross_validated_budget",
+           "CrossValidatedBudget",
            "MAX_OPTIMAL_T", "MAX_PER_ROW_T", "GUARANTEES", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
 
 #: Largest ensemble size the optimal policy is computed for, per number of classes: its model holds
@@ -799,3 +800,70 @@ def policy_value(rule: HaltingRule, prior: PriorLike, *, n_classes: int | None =
     rule.prepare(T, l)
     rule.prepare(rule.n_members, l)  # as rule.stop() prepares the rule before it decides
     return evaluate_rule(rule, parsed)
+
+
+class RowValues(NamedTuple):
+    """A rule's expected members and disagreement for every composition of the urn (see :func:`row_values`).
+
+    Examples
+    --------
+    >>> from ensvote import ExactRule
+    >>> from ensvote.optimal import row_values
+    >>> v = row_values(ExactRule(5))
+    >>> v.compositions[:2].tolist(), v.members[:2].round(2).tolist(), float(v.disagreement.max())
+    ([[0, 5], [1, 4]], [3.0, 3.6], 0.0)
+    """
+
+    compositions: NDArray[np.int64]  #: every composition of ``T`` (rows of :func:`ensvote.compositions`)
+    members: NDArray[np.float64]  #: expected members queried, per composition
+    disagreement: NDArray[np.float64]  #: probability that the label at the stop is not the composition's majority
+
+
+def row_values(rule: HaltingRule, *, n_classes: int = 2) -> RowValues:
+    """Expected members and disagreement of a rule for every full vote, exactly: the per-row view of :func:`policy_value`.
+
+    For every composition ``n`` of the urn (every full-ensemble vote vector),
+    the members arrive in random order and the rule is consulted after each
+    vote; the label at the stop is the current majority (lowest index on
+    ties), as in :func:`ensvote.halt`.  :func:`policy_value` averages these
+    over a prior; a per-row guarantee (``OptimalRule(..., guarantee="per-row")``)
+    bounds their maximum.  Computed by the flow of :mod:`ensvote._perrow`, for
+    ``T`` up to :data:`MAX_PER_ROW_T`.
+
+    Parameters
+    ----------
+    rule : HaltingRule
+        With a size ``T`` (``rule.n_members``).
+    n_classes : {2, 3}, default=2
+
+    Returns
+    -------
+    RowValues
+        ``(compositions, members, disagreement)``.
+
+    Examples
+    --------
+    The budget mode promises 1 % on average over the uniform prior; a row
+    whose full vote is a near tie disagrees far more often:
+
+    >>> import numpy as np
+    >>> from ensvote import OptimalRule
+    >>> from ensvote.optimal import row_values
+    >>> v = row_values(OptimalRule(101, 0.01))
+    >>> round(float(np.mean(v.disagreement)), 4), round(float(v.disagreement.max()), 3)
+    (0.01, 0.129)
+    """
+    if not isinstance(rule, HaltingRule):
+        raise TypeError(f"rule must be a HaltingRule, got {type(rule).__name__}")
+    if rule.n_members is None:
+        raise ValueError("row_values needs a rule with a size T (e.g. UrnRule(T=...))")
+    l = check_classes(check_positive_int(n_classes, name="n_classes", minimum=2))
+    T = check_positive_int(rule.n_members, name="T")
+    _check_per_row_T(T, l, "per-row")
+    rule.prepare(T, l)
+    m = _perrow_model(T, l)
+    stops = np.zeros(len(m.states), dtype=bool)
+    inner = m.sums > 0
+    stops[inner] = decided(rule, np.ascontiguousarray(m.states[inner]))
+    members, disagreement = m.evaluate(stops.astype(float))
+    return RowValues(m.urns, members, disagreement)

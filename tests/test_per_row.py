@@ -21,6 +21,7 @@ from sklearn.ensemble import RandomForestClassifier
 import ensvote as ev
 from ensvote import OptimalRule
 from ensvote._perrow import MAX_PER_ROW_T, model
+from ensvote.optimal import row_values
 
 
 def _orders(urn):
@@ -247,3 +248,32 @@ def test_model_flow_reaches_every_vote_vector_once():
     # the policy that never stops before T reaches every vote vector with w = 1 and stops at T
     members, disagreement = m.evaluate(np.zeros(len(m.states)))
     assert np.allclose(members, 12) and np.allclose(disagreement, 0)
+
+
+@pytest.mark.parametrize("rule,l", [(ev.UrnRule(9, 0.9), 2), (ev.InfiniteRule(0.8), 2), (OptimalRule(7, 0.05), 2),
+                                    (ev.UrnRule(6, 0.8), 3)])
+def test_row_values_of_any_rule_match_enumeration(rule, l):
+    T = rule.n_members or 9
+    if rule.n_members is None:
+        rule.prepare(T, l)
+    if isinstance(rule, ev.InfiniteRule):
+        with pytest.raises(ValueError, match="size T"):
+            row_values(rule, n_classes=l)
+        return
+    v = row_values(rule, n_classes=l)
+    exact = _enumerate(rule, T, l)
+    np.testing.assert_allclose(v.members, [float(m) for m, _ in exact], rtol=1e-12)
+    np.testing.assert_allclose(v.disagreement, [float(d) for _, d in exact], rtol=1e-9, atol=1e-15)
+    # averaged under the uniform prior: policy_value's number
+    pv = ev.policy_value(rule, None, n_classes=l)
+    assert v.members.mean() == pytest.approx(pv.members, rel=1e-9)
+    assert v.disagreement.mean() == pytest.approx(pv.disagreement, rel=1e-9, abs=1e-15)
+
+
+def test_row_values_refuses_bad_input():
+    with pytest.raises(TypeError, match="HaltingRule"):
+        row_values("urn")
+    with pytest.raises(ValueError, match="MAX_PER_ROW_T"):
+        row_values(ev.ExactRule(MAX_PER_ROW_T[2] + 1))
+    with pytest.raises(ValueError, match="2 or 3 classes"):
+        row_values(ev.ExactRule(11), n_classes=4)
