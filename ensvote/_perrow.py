@@ -34,7 +34,10 @@ the expected members are ``Σ_t s x(t) h_n(t)``.  Two objectives:
 scipy's HiGHS solves the LP.  Its optimum randomises at a few vote vectors;
 the table the engine looks up is deterministic: the optimum with those vote
 vectors set to go on, evaluated exactly, and re-solved with a smaller δ in
-the rare case the rounding breaks the constraint.
+the rare case the rounding breaks the constraint.  Rounding costs the near
+ties most, which is all the minimax objective sees: for ``"minimax"`` the
+table is the rounded minimax optimum or the rounded per-row one, whichever
+has the smaller worst case.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ MAX_PER_ROW_T = {2: 201, 3: 41}
 TIE_BREAK = 1e-3
 
 _MODELS = BoundedCache("per-row guarantee linear programs", 8)
+#: HiGHS's solvers in the order they are tried (scipy.optimize.linprog's method and options).
+_SOLVERS = (("highs", {}), ("highs", {"presolve": False}), ("highs-ipm", {}))
 
 
 def _log_binom(n, k):
@@ -168,9 +173,15 @@ def _solve_lp(m, delta, weights, objective, worst_set):
         A_eq = sparse.hstack([m.flow, sparse.csr_matrix((S, 1))])
         bounds = np.column_stack([np.concatenate([np.zeros(2 * S), [0.0]]),
                                   np.concatenate([x_bounds, y_bounds, [np.inf]])])
-    res = linprog(c, A_ub=sparse.vstack(A_ub).tocsr(), b_ub=np.concatenate(b_ub), A_eq=A_eq.tocsr(),
-                  b_eq=m.flow_rhs, bounds=bounds, method="highs")
-    if res.status != 0:  # pragma: no cover - the LP is feasible for every δ > 0 (stop at T)
+    A_ub, b_ub, A_eq = sparse.vstack(A_ub).tocsr(), np.concatenate(b_ub), A_eq.tocsr()
+    # the LP is feasible for every δ > 0 (stop at T); HiGHS's presolve can stall on a prior with a few
+    # support points (status 4, "model status unknown"), so it is tried without presolve, then by interior point
+    for method, options in _SOLVERS:
+        res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=m.flow_rhs, bounds=bounds, method=method,
+                      options=options)
+        if res.status == 0:
+            break
+    else:  # pragma: no cover - not seen
         raise RuntimeError(f"the per-row linear program failed: {res.message}")
     x, y = res.x[:S], res.x[S:2 * S]
     reach = x + y
@@ -212,15 +223,26 @@ def per_row_policy(T, l, delta, weights, objective="per-row", max_rounds=20):
         members, disagreement = m.evaluate(stops.astype(float))
         worst = float(disagreement.max())
         if worst <= delta:
-            return _round_up(m, stops, theta, members, disagreement, delta, weights, objective) + (optimum,)
+            found = _round_up(m, stops, theta, members, disagreement, delta, weights, objective)
+            if objective == "minimax":  # rounding hurts the near ties most: the per-row table may do better there
+                other = per_row_policy(T, l, delta, weights, "per-row", max_rounds)[:3]
+                if _cost(other[1], weights, "minimax") < _cost(found[1], weights, "minimax"):
+                    found = other
+            return found + (optimum,)
         target = target * (1.0 - 1e-6) - (worst - delta)  # rounding (or the LP's tolerance) went over δ
     raise RuntimeError("no deterministic policy within the per-row budget was found")  # pragma: no cover
+
+
+def _cost(members, weights, objective):
+    """The objective of a policy with these members per composition."""
+    mean = float(weights @ members)
+    return mean if objective == "per-row" else float(members.max()) + TIE_BREAK * mean
 
 
 def _round_up(m, stops, theta, members, disagreement, delta, weights, objective):
     """Where the optimum randomises, stop outright instead, one vote vector at a time, while it pays and δ holds."""
     def cost(mem):
-        return float(weights @ mem) if objective == "per-row" else float(mem.max() + TIE_BREAK * (weights @ mem))
+        return _cost(mem, weights, objective)
 
     best = cost(members)
     for k in np.argsort(-theta, kind="stable"):

@@ -204,7 +204,10 @@ class OptimalRule(HaltingRule):
         member order, whatever the prior; the prior's expected members are
         minimised (Kalman & Moscovich's *minimixed*; uniform prior: their
         "flat").  ``"minimax"``: the same per-row bound, the largest expected
-        members of any composition minimised.  Both solve a linear program
+        members of any composition minimised (the table is the better, in
+        that sense, of the rounded minimax and per-row optima: rounding costs
+        the near ties most, and the randomised minimax optimum is
+        ``optimum_members``).  Both solve a linear program
         over every vote vector (:mod:`ensvote._perrow`), for ``T`` up to
         :data:`MAX_PER_ROW_T` (201 with two classes, 41 with three); the table
         is deterministic and its per-row disagreement, evaluated exactly, is

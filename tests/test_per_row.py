@@ -277,3 +277,12 @@ def test_row_values_refuses_bad_input():
         row_values(ev.ExactRule(MAX_PER_ROW_T[2] + 1))
     with pytest.raises(ValueError, match="2 or 3 classes"):
         row_values(ev.ExactRule(11), n_classes=4)
+
+
+def test_a_prior_with_few_support_points_is_solved():
+    # the calibration histogram of one partition of votes (perrow suite): HiGHS's presolve stalls on it at δ = 0.1 %
+    support = np.array([[0, 101], [3, 98], [27, 74], [30, 71], [61, 40], [91, 10], [93, 8], [96, 5], [101, 0]])
+    probs = np.array([1, 1, 1, 1, 1, 1, 1, 1, 6]) / 14
+    rule = OptimalRule(101, 0.001, prior=(support, probs), guarantee="per-row")
+    assert rule.worst_disagreement <= 0.001
+    assert rule.optimum_members <= rule.expected_members <= 1.01 * rule.optimum_members

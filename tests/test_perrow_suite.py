@@ -72,5 +72,7 @@ def test_tables_pool_the_partitions(result):
     wrong = result["rules"]["budget"]["disagree"][0] * 2 + 1
     assert row.disagreement_pct == pytest.approx(100 * wrong / (2 * result["n_scored"]))
     assert list(summary.rule.unique()) == list(perrow.RULES)
-    assert summary.columns.tolist() == ["rule", "delta_pct", "members", "worst_ratio", "worst_row_pct"]
+    assert summary.columns.tolist() == ["rule", "delta_pct", "members", "pooled_ratio", "worst_ratio", "worst_row_pct"]
+    pooled = summary[(summary.rule == "budget") & (summary.delta_pct == row.delta_pct)].pooled_ratio.iloc[0]
+    assert pooled == pytest.approx(wrong / (2 * result["n_scored"] * SMOKE["delta_grid"][0]))
     assert perrow.summary(pd.DataFrame(columns=per.columns)).empty

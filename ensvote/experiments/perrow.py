@@ -154,22 +154,27 @@ def tables(records, params):
                 members = np.mean([res["rules"][rule]["members"][k] for res in results])
                 wrong = sum(res["rules"][rule]["disagree"][k] for res in results)
                 rows.append({"dataset": dataset, "rule": rule, "delta_pct": 100.0 * delta, "members": members,
-                             "disagreement_pct": 100.0 * wrong / n_scored,
+                             "disagree": wrong, "n_scored": n_scored, "disagreement_pct": 100.0 * wrong / n_scored,
                              "worst_row_pct": 100.0 * max(res["rules"][rule]["worst_row"][k] for res in results),
-                             "n_scored": n_scored, "n_partitions": len(results)})
-    per = pd.DataFrame(rows, columns=["dataset", "rule", "delta_pct", "members", "disagreement_pct",
-                                      "worst_row_pct", "n_scored", "n_partitions"])
+                             "n_partitions": len(results)})
+    per = pd.DataFrame(rows, columns=["dataset", "rule", "delta_pct", "members", "disagree", "n_scored",
+                                      "disagreement_pct", "worst_row_pct", "n_partitions"])
     return {"rules.csv": per, "summary.csv": summary(per)}
 
 
 def summary(per):
-    """Per rule and δ: the mean members over the problems, the worst problem's realized disagreement as a multiple
-    of δ, and the largest per-row disagreement of any table (the issue's comparison table, from ``rules.csv``)."""
+    """Per rule and δ, from ``rules.csv``: the mean members over the problems, the realized disagreement pooled
+    over the problems' scored rows as a multiple of δ, the largest problem's realized disagreement as a multiple
+    of δ, and the largest per-row disagreement of any of the rule's tables."""
+    columns = ["rule", "delta_pct", "members", "pooled_ratio", "worst_ratio", "worst_row_pct"]
     if per.empty:
-        return pd.DataFrame(columns=["rule", "delta_pct", "members", "worst_ratio", "worst_row_pct"])
-    g = per.assign(ratio=per.disagreement_pct / per.delta_pct).groupby(["rule", "delta_pct"], sort=False)
-    out = g.agg(members=("members", "mean"), worst_ratio=("ratio", "max"),
-                worst_row_pct=("worst_row_pct", "max")).reset_index()
+        return pd.DataFrame(columns=columns)
+    per = per.assign(ratio=per.disagreement_pct / per.delta_pct, budget=per.n_scored * per.delta_pct / 100.0)
+    g = per.groupby(["rule", "delta_pct"], sort=False)
+    out = g.agg(members=("members", "mean"), disagree=("disagree", "sum"), budget=("budget", "sum"),
+                worst_ratio=("ratio", "max"), worst_row_pct=("worst_row_pct", "max")).reset_index()
+    out["pooled_ratio"] = out.disagree / out.budget
+    out = out[columns]
     return out.sort_values(["delta_pct", "rule"], ascending=[False, True],
                            key=lambda c: c.map(RULES.index) if c.name == "rule" else c).reset_index(drop=True)
 
