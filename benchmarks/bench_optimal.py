@@ -24,7 +24,9 @@ from optimal are the threshold rules?" quotes them.
 Against T (``results/speed/optimal_sizes.csv``, ``--sizes``): for each size up to
 :data:`ensvote.optimal.MAX_OPTIMAL_T` (1,001 trees with two classes, 101 with
 three) a forest of ``T`` trees is fitted (its time beside), then the budget
-mode is built from its out-of-bag votes as ``fit`` builds it.
+mode is built from its out-of-bag votes as ``fit`` builds it; the same for the
+per-row guarantee (``guarantee="per-row"``, a linear program) up to
+:data:`ensvote.optimal.MAX_PER_ROW_T` (201 and 41).
 """
 
 import argparse
@@ -35,6 +37,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 import ensvote as ev
 from ensvote import _bellman, datasets, optimal
+from ensvote.rules import make_rule
 from ensvote.confidence import check_prior, uniform_prior
 from ensvote.experiments.registry import SUITES
 
@@ -48,7 +51,9 @@ FIELDS = ["dataset", "n_train", "n_classes", "disagreement", "heldout", "seconds
 
 SIZES = OUT.with_name("optimal_sizes.csv")
 SIZE_GRID = {2: (101, 301, 1001), 3: (51, 101)}
-SIZE_FIELDS = ["dataset", "n_classes", "T", "forest_seconds", "budget_mode_seconds", "expected_members"]
+#: Sizes of the per-row guarantee (its linear program), up to ensvote.optimal.MAX_PER_ROW_T.
+PER_ROW_GRID = {2: (51, 101, 201), 3: (21, 41)}
+SIZE_FIELDS = ["dataset", "n_classes", "T", "guarantee", "forest_seconds", "budget_mode_seconds", "expected_members"]
 
 
 def sizes(args):
@@ -57,18 +62,22 @@ def sizes(args):
     for name, l in (("pima", 2), ("waveform", 3)):
         X, y = datasets.load(name, **({"n_samples": 300, "random_state": ev.SEED} if name == "waveform" else {}))
         X, y = X[:500], y[:500]
-        for T in SIZE_GRID[l]:
-            assert T <= optimal.MAX_OPTIMAL_T[l]
+        runs = [(T, "average") for T in SIZE_GRID[l]] + [(T, "per-row") for T in PER_ROW_GRID[l]]
+        for T, guarantee in runs:
+            assert T <= (optimal.MAX_OPTIMAL_T if guarantee == "average" else optimal.MAX_PER_ROW_T)[l]
             t0 = time.perf_counter()
             clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED), rule="exact").fit(X, y)
             t1 = time.perf_counter()
             ev.clear_caches()
-            rule = optimal.OptimalRule.from_oob_votes(clf.oob_votes_, T, args.budget)
+            # as HaltingClassifier(rule="optimal", disagreement=budget, guarantee=...).fit builds it
+            rule = make_rule("optimal", n_members=T, strength=args.budget, n_classes=l, prior="oob",
+                                oob_votes=lambda: clf.oob_votes_, guarantee=guarantee)
             t2 = time.perf_counter()
-            print(f"budget mode {name} (l={l}) T={T}: forest fit {t1 - t0:.2f} s, budget mode {t2 - t1:.2f} s, "
+            print(f"{guarantee} {name} (l={l}) T={T}: forest fit {t1 - t0:.2f} s, optimal rule {t2 - t1:.2f} s, "
                   f"expected members {rule.expected_members:.2f}", flush=True)
-            rows.append({"dataset": name, "n_classes": l, "T": T, "forest_seconds": f"{t1 - t0:.3f}",
-                         "budget_mode_seconds": f"{t2 - t1:.3f}", "expected_members": f"{rule.expected_members:.4f}"})
+            rows.append({"dataset": name, "n_classes": l, "T": T, "guarantee": guarantee,
+                         "forest_seconds": f"{t1 - t0:.3f}", "budget_mode_seconds": f"{t2 - t1:.3f}",
+                         "expected_members": f"{rule.expected_members:.4f}"})
     write_csv(args.sizes, SIZE_FIELDS, rows)
 
 
