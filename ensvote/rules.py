@@ -877,9 +877,9 @@ class UrnRule(HaltingRule):
 
     def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
+        # beyond the dense confidence table too: there (T + 1) ** l exceeds the engine's dense stop table
+        # (MAX_STOP_TABLE <= MAX_DENSE_TABLE), so the engine memoises the decisions of the vectors reached
         T = self.n_members
-        if self._beyond_dense(n_classes):
-            return None  # on-demand confidences: tabulating every state would be slow
         prior = None if self._support is None else self._prior_key
         if self._uses_bound(n_classes):
             prior = ("bound", None if self._pair_prior is None else self._pair_prior.key)
