@@ -360,7 +360,7 @@ def code_layout(n_members, n_classes):
     for class ``c`` adds ``stride[c]`` to word ``word[c]`` (the classes of a
     word in mixed radix ``T + 1``, the first most significant).  With one word
     (``(T + 1) ** l <= 2**62``: e.g. three classes up to ``T`` of over a
-    million, five up to 5,402) the strides are :func:`code_stride`'s.  The
+    million, five up to 5,403) the strides are :func:`code_stride`'s.  The
     memo of stop decisions (:class:`StopMemo`) is keyed by these codes.
 
     Parameters
@@ -398,8 +398,8 @@ def code_layout(n_members, n_classes):
         k += 1
     word = (np.arange(l) // k).astype(np.int32)
     last = np.minimum((word.astype(np.int64) + 1) * k, l) - 1  # the last class of each class's word
-    stride = np.array([(T + 1) ** int(last[c] - c) for c in range(l)], dtype=np.int64)
-    return word, stride
+    powers = np.array([(T + 1) ** e for e in range(k)], dtype=np.int64)
+    return word, powers[last - np.arange(l)]
 
 
 def _decode(code, n_members, n_classes):
@@ -720,13 +720,14 @@ class StopMemo:
         codes = np.ascontiguousarray(codes, dtype=np.int64)
         d = self.lookup(codes)
         unknown = np.flatnonzero(d < 0)
-        if unknown.size:
-            new = codes[unknown]
+        for a in range(0, len(unknown), self.max_entries):  # (a memo may be emptied between parts)
+            part = unknown[a:a + self.max_entries]
+            new = codes[part]
             self.reserve(len(new))
             slots = np.empty(len(new), dtype=np.int64)
             n_new = kernel.memo_insert(self.keys, self.vals, new, slots)
             self.store(slots[:n_new], rule)
-            d[unknown] = self.lookup(new)
+            d[part] = self.lookup(new)
         return d == 1
 
     def counts(self, codes):

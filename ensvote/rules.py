@@ -117,11 +117,15 @@ class HaltingRule:
     ``table_key(n_classes)`` (optional)
         A hashable identity of the stop decision (e.g. ``(type(self), k)``) or
         None, the default.  With a key the engine evaluates ``decide`` once on
-        every count vector with at most ``T`` votes, caches the answers as a
-        flat table (:func:`ensvote.engine.stop_table`) and votes with the
-        fast paths (the compiled loop of :mod:`ensvote.kernel` included);
-        two rules with equal keys must decide alike.  With None the engine
-        calls ``decide`` on blocks of votes (:func:`ensvote.engine.run_halting`).
+        every count vector with at most ``T`` votes and caches the answers as a
+        flat table (:func:`ensvote.engine.stop_table`) where that table has at
+        most ``MAX_STOP_TABLE`` entries; beyond, it decides the count vectors
+        the votes reach, together, and caches those decisions
+        (:func:`ensvote.engine.stop_memo`).  Two rules with equal keys must
+        decide alike.  With None the engine decides the count vectors reached
+        the same way and keeps the decisions for one call only.  Either way
+        the votes run through the fast paths (the compiled loop of
+        :mod:`ensvote.kernel` included).
 
     Every finite rule is stopped at ``T`` by the engine whatever ``decide``
     says there.
