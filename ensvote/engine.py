@@ -623,7 +623,7 @@ class StopMemo:
         return moved
 
     def store(self, slots, rule):
-        """Decide the vote vectors just added (pending) at ``slots`` with one ``rule.decide`` call, and keep the answers.
+        """Decide the vote vectors just added (pending) at ``slots``, in one ``rule.decide`` call, and keep them.
 
         If ``decide`` fails the memo is emptied (no pending entry is left
         behind) and the error raised.
@@ -1191,7 +1191,7 @@ class TreeEnsemble:
         return out
 
     def plan(self, rule):
-        """``(stop_table, label_table)`` for ``rule`` (None: no dense stop table, decisions memoised); kept for the last rule.
+        """``(stop_table, label_table)`` for ``rule`` (None: decisions memoised instead); kept for the last rule.
 
         Parameters
         ----------

@@ -863,6 +863,20 @@ def compile_kernels():
     _forest_parallel(args[0], BLOCK, *args[1:])
     for dtype in (np.float32, np.float64):
         _forest_one(np.zeros(1, dtype=dtype), *args[1:10])
+    # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)
+    keys, vals = np.full((4, 1), -1, dtype=np.int64), np.zeros(4, dtype=np.int8)
+    codes, i1 = np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.int64)
+    memo_lookup(keys, vals, codes, np.zeros(1, dtype=np.int8))
+    memo_rehash(keys, vals, keys.copy(), vals.copy())
+    for lazy in (_lazy_serial, _lazy_parallel):
+        state = (np.zeros(1, dtype=np.int8), i64.copy(), codes.copy(), i64.copy(), i64.copy(), i64.copy())
+        lazy(X, BLOCK, *forest[:5], i32.copy(), i64.copy(), forest[6], keys, vals, 1, *state,
+             np.empty((0, 1), dtype=np.int64), np.empty(0, dtype=np.int64), codes.copy(), i64.copy(), i64.copy(),
+             i64.copy(), i1.copy(), codes.copy(), i64.copy(), np.zeros((1, 2), dtype=np.int64))
+    _memo_register_paths(keys.copy(), vals.copy(), BLOCK, i64.copy(), i1.copy(), np.full(1, _WAIT, dtype=np.int8),
+                         i64.copy(), i1.copy(), i64.copy(), codes.copy(), np.full(1, -1, dtype=np.int64), 2, False,
+                         i64.copy())
+    memo_insert(keys, vals, codes, i64.copy())
     return time.perf_counter() - t0
 
 
