@@ -42,10 +42,17 @@ def _nbytes(value):
 
 
 class BoundedCache:
-    """A least-recently-used mapping of at most ``maxsize`` entries, registered for :func:`clear_caches`."""
+    """A least-recently-used mapping of at most ``maxsize`` entries, registered for :func:`clear_caches`.
 
-    def __init__(self, name, maxsize):
+    With ``max_bytes``, least recently used entries are also evicted while
+    the NumPy arrays held take more than ``max_bytes`` bytes (never the entry
+    just set).  An entry that grows in place (a memo) is counted again when it
+    is set again.
+    """
+
+    def __init__(self, name, maxsize, max_bytes=None):
         self.name, self.maxsize = name, int(maxsize)
+        self.max_bytes = None if max_bytes is None else int(max_bytes)
         self._data = OrderedDict()
         _REGISTRY.append(self)
 
@@ -61,6 +68,9 @@ class BoundedCache:
         self._data.move_to_end(key)
         while len(self._data) > self.maxsize:
             self._data.popitem(last=False)
+        if self.max_bytes is not None:
+            while len(self._data) > 1 and sum(_nbytes(v) for v in self._data.values()) > self.max_bytes:
+                self._data.popitem(last=False)
 
     def __len__(self):
         return len(self._data)

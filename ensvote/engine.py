@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -14,7 +16,8 @@ from ._cache import BoundedCache
 from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, power_exceeds
 from .rules import HaltingRule, decided
 
-__all__ = ["HaltResult", "StopTable", "TreeEnsemble", "halt", "label_table", "run_halting", "stop_table"]
+__all__ = ["HaltResult", "StopMemo", "StopTable", "TreeEnsemble", "code_layout", "halt", "label_table", "run_halting",
+           "stop_memo", "stop_table"]
 
 # upper bound on the entries of one block's cumulative count array (rows x members x classes)
 _BLOCK_ENTRIES = 4_000_000
@@ -22,6 +25,14 @@ _BLOCK_ENTRIES = 4_000_000
 MAX_STOP_TABLE = 2_200_000
 _STOP_TABLES = BoundedCache("stop tables", 32)
 _LABEL_TABLES = BoundedCache("label tables", 32)
+#: Bytes one memo of stop decisions (:class:`StopMemo`, the engine beyond the dense table) takes at
+#: most: 2**21 decisions of one-word codes.  A memo that would need more is emptied and refilled.
+MAX_STOP_MEMO_BYTES = 40_000_000
+_STOP_MEMOS = BoundedCache("stop decision memos", 16, max_bytes=2 * MAX_STOP_MEMO_BYTES)
+# a count code word stays below this bound (int64, with room for the parking mark below)
+_WORD_LIMIT = 2**62
+# word 0 of a parked row's code in the memo's numpy loops: negative, and stays so while votes are added
+_PARKED = -(2**62)
 
 
 @dataclass(frozen=True, repr=False)
@@ -195,9 +206,13 @@ def halt(votes: ArrayLike, rule: HaltingRule, *, n_classes: int | None = None) -
     slow = rule.on_demand_warning(l) if tab is None else None
     if slow is not None:
         warnings.warn(slow, stacklevel=2)
-    if tab is None:
-        return run_halting(lambda rows, a, b: v[rows, a:b], v.shape[0], v.shape[1], l, rule)
-    return _halt_votes_table(v, v.shape[1], l, *tab)
+    if tab is None:  # the decisions of the vote vectors reached, memoised
+        memo = stop_memo(rule, v.shape[1], l)
+        with memo.lock:
+            res = _halt_votes(v, v.shape[1], _MemoCodes(memo, rule))
+        _memo_used(memo)
+        return res
+    return _halt_votes(v, v.shape[1], _TableCodes(tab))
 
 
 class StopTable(NamedTuple):
@@ -260,9 +275,9 @@ def stop_table(rule, n_members, n_classes):
         ``(table, stride, stops_at)``; ``stops_at`` (boolean, length
         ``T + 1``) lets the fast paths skip the look-ups after members where no
         row can stop (e.g. the first few).  None when
-        the rule has no table key (e.g. a user-defined rule; the engine then
-        calls ``rule.decide`` block by block) or ``(T + 1) ** l`` exceeds
-        ``MAX_STOP_TABLE``.
+        the rule has no table key (e.g. a user-defined rule) or ``(T + 1) ** l``
+        exceeds ``MAX_STOP_TABLE``: the engine then decides only the vote
+        vectors the rows reach and memoises them (:func:`stop_memo`).
 
     Raises
     ------
@@ -334,6 +349,57 @@ def code_stride(n_members, n_classes):
     stride = ((int(n_members) + 1) ** np.arange(int(n_classes) - 1, -1, -1)).astype(np.int32)
     stride.setflags(write=False)
     return stride
+
+
+def code_layout(n_members, n_classes):
+    """Where a vote for each class goes in a count code of one or more int64 words.
+
+    :func:`code_stride`'s mixed-radix code, split into words when it would
+    reach ``2**62``: word ``g`` holds classes ``g k .. g k + k - 1``, ``k`` the
+    most classes whose code ``(T + 1) ** k`` stays within ``2**62``, and a vote
+    for class ``c`` adds ``stride[c]`` to word ``word[c]`` (the classes of a
+    word in mixed radix ``T + 1``, the first most significant).  With one word
+    (``(T + 1) ** l <= 2**62``: e.g. three classes up to ``T`` of over a
+    million, five up to 5,403) the strides are :func:`code_stride`'s.  The
+    memo of stop decisions (:class:`StopMemo`) is keyed by these codes.
+
+    Parameters
+    ----------
+    n_members : int
+        Ensemble size ``T``.
+    n_classes : int
+        Number of classes ``l``.
+
+    Returns
+    -------
+    word : ndarray of int32, shape (l,)
+        The word each class's votes are counted in (``0 .. n_words - 1``).
+    stride : ndarray of int64, shape (l,)
+        The increment of a vote for each class within its word.
+
+    Examples
+    --------
+    >>> from ensvote.engine import code_layout
+    >>> code_layout(10, 3)
+    (array([0, 0, 0], dtype=int32), array([121,  11,   1]))
+
+    Ten classes of ``T = 1000``: ``1001 ** 10`` exceeds ``2**62``, so six
+    classes go to the first word and four to the second:
+
+    >>> word, stride = code_layout(1000, 10)
+    >>> word
+    array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1], dtype=int32)
+    >>> int(stride[5]), int(stride[6])
+    (1, 1003003001)
+    """
+    T, l = int(n_members), int(n_classes)
+    k = 1
+    while k < l and not power_exceeds(T + 1, k + 1, _WORD_LIMIT):
+        k += 1
+    word = (np.arange(l) // k).astype(np.int32)
+    last = np.minimum((word.astype(np.int64) + 1) * k, l) - 1  # the last class of each class's word
+    powers = np.array([(T + 1) ** e for e in range(k)], dtype=np.int64)
+    return word, powers[last - np.arange(l)]
 
 
 def _decode(code, n_members, n_classes):
@@ -417,25 +483,444 @@ def table_result(code, n_queried, n_members, table, stride):
                       stopped=table[code])
 
 
-class _Tally:
-    """Running vote codes of the rows still voting, for the table-driven fast paths.
+class StopMemo:
+    """A rule's stop decisions for the vote vectors reached so far, keyed by count code.
 
-    ``code`` holds one mixed-radix code per evaluated row (see
-    :func:`stop_table`); ``idx`` maps evaluated rows back to the caller's rows
-    (None: all rows, in order).  :meth:`stop_after` records the rows that stop
-    after member ``j`` and parks their codes at ``(T + 1) ** l``, where the
-    table is False; it returns the rows to keep once a fraction
-    ``compact_at`` of the evaluated rows has stopped, and the caller then
-    applies that selection with :meth:`select` (to its own arrays as well).
+    Beyond the dense stop table (``(T + 1) ** l`` above ``MAX_STOP_TABLE``,
+    or a rule without a table key) the engine decides only the vote vectors
+    the rows reach, and keeps each decision here: an open-addressing hash
+    table (linear probing) of count codes (:func:`code_layout`; ``keys``,
+    int64, ``n_words`` per slot, ``-1`` marking an empty slot) with one int8
+    per slot in ``vals``: 0 go on, 1 stop, 2 added and not decided yet.  The
+    decisions of new vectors are computed together, in one vectorised
+    ``rule.decide`` call (:meth:`store`).
+
+    At most half the slots are used; the table doubles as it fills, up to
+    ``MAX_STOP_MEMO_BYTES`` bytes (``max_entries`` decisions, 2**21 with
+    one-word codes).  A memo that would need more is emptied and refilled
+    (decisions computed again; results do not change).  :func:`stop_memo`
+    builds one and caches it per ``rule.table_key()``, ``T`` and ``l``; the
+    engine holds ``lock`` while it uses one.  ``n_decided`` and
+    ``decide_seconds`` count the vote vectors decided so far and the time
+    ``rule.decide`` took for them.
+
+    Parameters
+    ----------
+    n_members : int
+        Ensemble size ``T``.
+    n_classes : int
+        Number of classes ``l``.
+    key : hashable or None
+        The cache key (:func:`stop_memo`); None for a memo of one call.
+
+    Raises
+    ------
+    ValueError
+        Codes of so many words (classes) that fewer than 64 decisions would
+        fit in ``MAX_STOP_MEMO_BYTES``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ensvote import ExactRule
+    >>> from ensvote.engine import StopMemo
+    >>> memo = StopMemo(5, 2)
+    >>> codes = np.array([[6 * 3 + 0], [6 * 2 + 1]])  # (3, 0) and (2, 1), as in stop_table
+    >>> memo.decisions(codes, ExactRule(5)), len(memo)
+    (array([ True, False]), 2)
+    >>> memo.lookup(np.array([[6 * 3 + 0], [6 * 1 + 1]]))  # (1, 1) not decided yet
+    array([ 1, -1], dtype=int8)
     """
 
-    def __init__(self, n_rows, n_members, table, stops_at, compact_at):
-        self.T, self.table, self.compact_at = n_members, table, compact_at
-        self.parked = len(table) // 2  # codes >= parked: rows already stopped
-        self.check = stops_at.tolist()  # check[s]: a row with s votes may stop
-        self.code_end = np.zeros(n_rows, dtype=np.int32)
+    #: slots of a new memo
+    MIN_SLOTS = 4096
+
+    def __init__(self, n_members, n_classes, key=None):
+        self.n_members, self.n_classes, self.key = int(n_members), int(n_classes), key
+        self.word, self.stride = code_layout(self.n_members, self.n_classes)
+        self.n_words = int(self.word[-1]) + 1
+        slot_bytes = 8 * self.n_words + 1
+        slots = 1 << max(0, (MAX_STOP_MEMO_BYTES // slot_bytes).bit_length() - 1)  # a power of 2
+        self.max_entries, self.max_slots = slots // 2, slots
+        if self.max_entries < 64:
+            raise ValueError(f"the count codes of {self.n_classes:,} classes of T={self.n_members:,} members take "
+                             f"{self.n_words:,} int64 words each: fewer than 64 stop decisions would fit in "
+                             f"MAX_STOP_MEMO_BYTES = {MAX_STOP_MEMO_BYTES:,} bytes")
+        self.lock = threading.RLock()
+        self.n_decided, self.decide_seconds = 0, 0.0
+        self.clear(min(self.MIN_SLOTS, slots))
+
+    def __len__(self):
+        return self.size
+
+    def clear(self, slots=None):
+        """Forget every decision (``slots``: the new table's size, a power of 2; default: keep it).
+
+        Parameters
+        ----------
+        slots : int, optional
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule
+        >>> from ensvote.engine import StopMemo
+        >>> memo = StopMemo(5, 2)
+        >>> _ = memo.decisions(np.array([[18]]), ExactRule(5))
+        >>> memo.clear()
+        >>> len(memo), memo.lookup(np.array([[18]]))
+        (0, array([-1], dtype=int8))
+        """
+        slots = len(self.vals) if slots is None else int(slots)
+        self.keys = np.full((slots, self.n_words), -1, dtype=np.int64)
+        self.vals = np.zeros(slots, dtype=np.int8)
+        self.size = 0
+
+    def reserve(self, n_new):
+        """Make room for ``n_new`` more decisions: grow the table, or empty it if it would exceed its bound.
+
+        Parameters
+        ----------
+        n_new : int
+            At most ``max_entries``.
+
+        Returns
+        -------
+        bool
+            Whether the entries moved (the table grew or was emptied): slots
+            found before are no longer valid.
+
+        Examples
+        --------
+        >>> from ensvote.engine import StopMemo
+        >>> memo = StopMemo(101, 3)
+        >>> memo.reserve(5000)
+        True
+        >>> len(memo.vals), memo.max_entries
+        (16384, 2097152)
+        >>> memo.reserve(5000)  # room already
+        False
+        """
+        from . import kernel
+
+        if n_new > self.max_entries:
+            raise ValueError(f"{n_new:,} new stop decisions at once: more than a memo holds ({self.max_entries:,}, "
+                             f"MAX_STOP_MEMO_BYTES = {MAX_STOP_MEMO_BYTES:,})")
+        moved = self.size + n_new > self.max_entries
+        if moved:
+            self.clear()
+        need = 2 * (self.size + n_new)  # at most half the slots used
+        slots = len(self.vals)
+        if need > slots:
+            while need > slots:
+                slots *= 4
+            slots = min(slots, self.max_slots)
+            keys = np.full((slots, self.n_words), -1, dtype=np.int64)
+            vals = np.zeros(slots, dtype=np.int8)
+            kernel.memo_rehash(self.keys, self.vals, keys, vals)
+            self.keys, self.vals = keys, vals
+            moved = True
+        return moved
+
+    def store(self, slots, rule):
+        """Decide the vote vectors just added (pending) at ``slots``, in one ``rule.decide`` call, and keep them.
+
+        If ``decide`` fails the memo is emptied (no pending entry is left
+        behind) and the error raised.
+
+        Parameters
+        ----------
+        slots : ndarray of int
+            Slots of the entries added (each once).
+        rule : HaltingRule
+
+        Returns
+        -------
+        float
+            Seconds the decisions took.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule
+        >>> from ensvote.engine import StopMemo
+        >>> from ensvote.kernel import memo_insert
+        >>> memo = StopMemo(5, 2)
+        >>> slots = np.empty(2, dtype=np.int64)
+        >>> n_new = memo_insert(memo.keys, memo.vals, np.array([[18], [13]]), slots)
+        >>> seconds = memo.store(slots[:n_new], ExactRule(5))
+        >>> memo.lookup(np.array([[18], [13]]))
+        array([1, 0], dtype=int8)
+        """
+        slots = np.asarray(slots, dtype=np.int64)
+        self.size += len(slots)
+        if not len(slots):
+            return 0.0
+        t0 = time.perf_counter()
+        try:
+            self.vals[slots] = decided(rule, self.counts(self.keys[slots]))
+        except BaseException:
+            self.clear()
+            raise
+        seconds = time.perf_counter() - t0
+        self.n_decided += len(slots)
+        self.decide_seconds += seconds
+        return seconds
+
+    def lookup(self, codes):
+        """The decision held for each code: 1 stop, 0 go on, -1 not known (0 for a parked code, word 0 negative).
+
+        Parameters
+        ----------
+        codes : ndarray of int64, shape (n, n_words)
+
+        Returns
+        -------
+        ndarray of int8, shape (n,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.engine import StopMemo
+        >>> StopMemo(5, 2).lookup(np.array([[18]]))
+        array([-1], dtype=int8)
+        """
+        from . import kernel
+
+        codes = np.ascontiguousarray(codes, dtype=np.int64)
+        out = np.empty(len(codes), dtype=np.int8)
+        kernel.memo_lookup(self.keys, self.vals, codes, out)
+        return out
+
+    def decisions(self, codes, rule):
+        """Whether ``rule`` stops at each code, deciding (in one call) and keeping those not held yet.
+
+        Parameters
+        ----------
+        codes : ndarray of int64, shape (n, n_words)
+            Count codes (:func:`code_layout`); a parked code (word 0
+            negative) does not stop.
+        rule : HaltingRule
+            Decides the codes not held yet (any rule of the memo's key).
+
+        Returns
+        -------
+        ndarray of bool, shape (n,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule
+        >>> from ensvote.engine import StopMemo
+        >>> StopMemo(5, 2).decisions(np.array([[18], [13], [3]]), ExactRule(5))  # (3, 0), (2, 1), (0, 3)
+        array([ True, False,  True])
+        """
+        from . import kernel
+
+        codes = np.ascontiguousarray(codes, dtype=np.int64)
+        d = self.lookup(codes)
+        unknown = np.flatnonzero(d < 0)
+        for a in range(0, len(unknown), self.max_entries):  # (a memo may be emptied between parts)
+            part = unknown[a:a + self.max_entries]
+            new = codes[part]
+            self.reserve(len(new))
+            slots = np.empty(len(new), dtype=np.int64)
+            n_new = kernel.memo_insert(self.keys, self.vals, new, slots)
+            self.store(slots[:n_new], rule)
+            d[part] = self.lookup(new)
+        return d == 1
+
+    def counts(self, codes):
+        """The vote counts of count codes.
+
+        Parameters
+        ----------
+        codes : ndarray of int64, shape (n, n_words)
+
+        Returns
+        -------
+        ndarray of int64, shape (n, l)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote.engine import StopMemo
+        >>> StopMemo(5, 2).counts(np.array([[18], [13]]))
+        array([[3, 0],
+               [2, 1]])
+        """
+        codes = np.asarray(codes, dtype=np.int64)
+        return (codes[:, self.word] // self.stride) % (self.n_members + 1)
+
+    def result(self, code_end, n_queried, rule):
+        """The :class:`HaltResult` of rows that ended at ``code_end`` after ``n_queried`` members.
+
+        ``stopped`` is True for the rows that stopped before ``T`` and the
+        rule's own decision for those that used every member.
+
+        Parameters
+        ----------
+        code_end : ndarray of int64, shape (n_rows, n_words)
+        n_queried : ndarray of int, shape (n_rows,)
+        rule : HaltingRule
+
+        Returns
+        -------
+        HaltResult
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule
+        >>> from ensvote.engine import StopMemo
+        >>> res = StopMemo(5, 2).result(np.array([[18], [15]]), np.array([3, 5]), ExactRule(5))
+        >>> res.labels, res.counts.tolist(), res.stopped
+        (array([0, 1]), [[3, 0], [2, 3]], array([ True,  True]))
+        """
+        counts = self.counts(code_end)
+        stopped = np.asarray(n_queried) < self.n_members
+        end = np.flatnonzero(~stopped)
+        if end.size:
+            stopped[end] = self.decisions(np.asarray(code_end)[end], rule)
+        return HaltResult(labels=np.argmax(counts, axis=1), n_queried=n_queried, counts=counts,
+                          n_members=self.n_members, stopped=stopped)
+
+
+def stop_memo(rule, n_members, n_classes):
+    """The memo of ``rule``'s stop decisions for ``T`` members and ``l`` classes (see :class:`StopMemo`).
+
+    The engine's table when the dense one (:func:`stop_table`) does not
+    apply: one per ``rule.table_key(l)``, ``T`` and ``l``, cached (at most
+    ``2 * MAX_STOP_MEMO_BYTES`` bytes of memos are kept), so that later calls
+    find the decisions of the vote vectors reached before.  A rule without
+    a table key gets a new, empty memo (its decisions are kept for one call).
+
+    Parameters
+    ----------
+    rule : HaltingRule
+    n_members : int
+        Ensemble size ``T``.
+    n_classes : int
+        Number of classes ``l``.
+
+    Returns
+    -------
+    StopMemo
+
+    Raises
+    ------
+    ValueError
+        The rule refuses ``T`` or ``l`` (its ``prepare``), or the codes are
+        too wide for a memo (:class:`StopMemo`).
+
+    Examples
+    --------
+    Three classes of ``T = 501`` members: ``502 ** 3`` vote vectors, too many
+    for a dense table, so the decisions are memoised as the votes reach them:
+
+    >>> import numpy as np
+    >>> from ensvote import ExactRule
+    >>> from ensvote.engine import stop_memo, stop_table
+    >>> stop_table(ExactRule(501), 501, 3) is None
+    True
+    >>> memo = stop_memo(ExactRule(501), 501, 3)
+    >>> codes = np.array([[251 * 502 ** 2], [250 * 502 ** 2]])  # 251 and 250 votes for class 0 of 501
+    >>> memo.decisions(codes, ExactRule(501)), stop_memo(ExactRule(501), 501, 3) is memo
+    (array([ True, False]), True)
+    """
+    rule.prepare(n_members, n_classes)
+    T, l = int(n_members), int(n_classes)
+    key_rule = rule.table_key(l)
+    if key_rule is None:
+        return StopMemo(T, l)
+    key = (key_rule, T, l)
+    memo = _STOP_MEMOS.get(key)
+    if memo is None:
+        memo = _STOP_MEMOS[key] = StopMemo(T, l, key=key)
+    return memo
+
+
+def _memo_used(memo):
+    """Count a cached memo again (it grew in place) against the cache's byte bound."""
+    if memo.key is not None and _STOP_MEMOS.get(memo.key) is memo:
+        _STOP_MEMOS[memo.key] = memo
+
+
+class _TableCodes:
+    """:class:`_Tally`'s codes with the dense stop table: int32 codes, a stop check is one look-up."""
+
+    def __init__(self, tab):
+        self.tab, self.parked, self.check = tab, len(tab.table) // 2, tab.stops_at.tolist()
+
+    def zeros(self, n):
+        return np.zeros(n, dtype=np.int32)
+
+    def vote(self, code, cls):
+        code += self.tab.stride.take(cls)
+
+    def stops(self, code):
+        return self.tab.table.take(code)
+
+    def live(self, code):
+        return code < self.parked
+
+    def park(self, code, k):
+        code[k] = self.parked
+
+    def result(self, code_end, n_queried, n_members):
+        return table_result(code_end, n_queried, n_members, self.tab.table, self.tab.stride)
+
+
+class _MemoCodes:
+    """:class:`_Tally`'s codes with a memo of decisions: int64 codes of ``n_words`` words (:func:`code_layout`);
+    the vectors not memoised yet are decided when first reached, in one call per member."""
+
+    def __init__(self, memo, rule):
+        self.memo, self.rule = memo, rule
+        self.check = [True] * (memo.n_members + 1)
+
+    def zeros(self, n):
+        return np.zeros((n, self.memo.n_words), dtype=np.int64)
+
+    def vote(self, code, cls):
+        if self.memo.n_words == 1:
+            code[:, 0] += self.memo.stride.take(cls)
+        else:
+            code[np.arange(len(cls)), self.memo.word.take(cls)] += self.memo.stride.take(cls)
+
+    def stops(self, code):
+        return self.memo.decisions(code, self.rule)
+
+    def live(self, code):
+        return code[:, 0] >= 0
+
+    def park(self, code, k):
+        code[k, 0] = _PARKED
+
+    def result(self, code_end, n_queried, n_members):
+        return self.memo.result(code_end, n_queried, self.rule)
+
+
+class _Tally:
+    """Running vote codes of the rows still voting, for the numpy loops (sparse ``X``, a vote matrix).
+
+    ``codes`` says what a code is: :class:`_TableCodes` (the dense stop
+    table, see :func:`stop_table`) or :class:`_MemoCodes` (a memo of
+    decisions, :class:`StopMemo`).  ``code`` holds one count code per
+    evaluated row; ``idx`` maps evaluated rows back to the caller's rows
+    (None: all rows, in order).  :meth:`stop_after` records the rows that stop
+    after member ``j`` and parks their codes where they never stop again; it
+    returns the rows to keep once a fraction ``compact_at`` of the evaluated
+    rows has stopped, and the caller then applies that selection with
+    :meth:`select` (to its own arrays as well).
+    """
+
+    def __init__(self, n_rows, n_members, codes, compact_at):
+        self.T, self.codes, self.compact_at = n_members, codes, compact_at
+        self.check = codes.check  # check[s]: a row with s votes may stop
+        self.code_end = codes.zeros(n_rows)
         self.n_queried = np.full(n_rows, n_members, dtype=np.int64)
-        self.code = np.zeros(n_rows, dtype=np.int32)
+        self.code = codes.zeros(n_rows)
         self.idx = None
         self.n_live = self.n_cur = n_rows
 
@@ -443,20 +928,20 @@ class _Tally:
         """Record the rows that stop after member ``j``; the rows to keep if it is time to compact."""
         code = self.code
         if j == self.T - 1:
-            k = np.flatnonzero(code < self.parked)
+            k = np.flatnonzero(self.codes.live(code))
         elif not self.check[j + 1]:  # no count vector with j + 1 votes stops
             return None
         else:
-            k = self.table.take(code).nonzero()[0]
+            k = self.codes.stops(code).nonzero()[0]
         if not k.size:
             return None
         rows = k if self.idx is None else self.idx[k]
         self.code_end[rows] = code[k]
         self.n_queried[rows] = j + 1
-        code[k] = self.parked
+        self.codes.park(code, k)
         self.n_live -= k.size
         if self.n_live and self.n_cur - self.n_live >= self.compact_at * self.n_cur and j < self.T - 2:
-            return np.flatnonzero(code < self.parked)
+            return np.flatnonzero(self.codes.live(code))
         return None
 
     def select(self, sel):
@@ -466,23 +951,23 @@ class _Tally:
         self.n_cur = len(sel)
 
 
-def _halt_votes_table(v, n_members, n_classes, table, stride, stops_at, compact_at=0.1):
-    """:func:`halt` on a vote matrix with a stop table, one member (column) at a time.
+def _halt_votes(v, n_members, codes, compact_at=0.1):
+    """:func:`halt` on a vote matrix, one member (column) at a time, with ``codes`` (see :class:`_Tally`).
 
-    Member ``j`` adds ``stride[v[r, j]]`` to each active row's code and the
-    stop check is ``table[code]`` (see :class:`_Tally`: skipped where no row
-    can stop, stopped rows parked, the active set compacted lazily).  Only the
-    votes up to each row's stop (plus those read while it was parked) are read.
+    Member ``j`` adds a vote for ``v[r, j]`` to each active row's code and
+    the stop check looks its code up (skipped where no row can stop, stopped
+    rows parked, the active set compacted lazily).  Only the votes up to each
+    row's stop (plus those read while it was parked) are read.
     """
-    tally = _Tally(v.shape[0], n_members, table, stops_at, compact_at)
+    tally = _Tally(v.shape[0], n_members, codes, compact_at)
     for j in range(n_members):
         if tally.n_live == 0:
             break
-        tally.code += stride.take(v[:, j] if tally.idx is None else v[tally.idx, j])
+        codes.vote(tally.code, v[:, j] if tally.idx is None else v[tally.idx, j])
         keep = tally.stop_after(j)
         if keep is not None:
             tally.select(keep)
-    return table_result(tally.code_end, tally.n_queried, n_members, table, stride)
+    return codes.result(tally.code_end, tally.n_queried, n_members)
 
 
 def run_halting(fetch, n_rows, n_members, n_classes, rule, *, first_block=4, max_block=64):
@@ -582,9 +1067,12 @@ class TreeEnsemble:
     flattened for the compiled loop (:class:`ensvote.kernel.ForestArrays`).
     :meth:`halt` and :meth:`labels` run the stop loop for a rule: dense rows
     through the compiled loop of :mod:`ensvote.kernel`, sparse rows through
-    a numpy loop that applies one tree at a time to the rows still voting,
-    and a rule without a stop table through :func:`run_halting`.  All three
-    give identical results.  :class:`ensvote.HaltingClassifier` builds one
+    a numpy loop that applies one tree at a time to the rows still voting.
+    Both look the stop decisions up in the rule's dense stop table
+    (:func:`stop_table`) or, where there is none (too many vote vectors, or a
+    rule without a table key), in a memo of the decisions of the vote vectors
+    reached (:func:`stop_memo`, :func:`ensvote.kernel.run_forest_lazy`).
+    All give the results of the reference engine :func:`run_halting`.  :class:`ensvote.HaltingClassifier` builds one
     at ``fit``.
 
     Parameters
@@ -636,6 +1124,7 @@ class TreeEnsemble:
         self.leaf_code = [stride.take(c) for c in self.leaf_class]
         self.arrays = kernel.ForestArrays(self.trees, self.features, self.leaf_code)
         self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
+        self._memo_nodes = None  # per node, the code word and increment of its class (code_layout), on first use
         self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
         # the same, stacked in the compiled loop's node order
         self._proba_nodes = None if leaf_proba is None else np.ascontiguousarray(np.concatenate(self.leaf_proba))
@@ -702,7 +1191,7 @@ class TreeEnsemble:
         return out
 
     def plan(self, rule):
-        """``(stop_table, label_table)`` for ``rule`` (None: the rule has no stop table); kept for the last rule.
+        """``(stop_table, label_table)`` for ``rule`` (None: decisions memoised instead); kept for the last rule.
 
         Parameters
         ----------
@@ -766,7 +1255,7 @@ class TreeEnsemble:
         """
         plan = self.plan(rule)
         if plan is None:
-            return run_halting(self._fetch(X), X.shape[0], self.n_members, self.n_classes, rule)
+            return self._halt_memo(X, rule, n_jobs)
         tab = plan[0]
         return table_result(*self._codes(X, tab, n_jobs), self.n_members, tab.table, tab.stride)
 
@@ -800,7 +1289,7 @@ class TreeEnsemble:
         """
         plan = self.plan(rule)
         if plan is None:
-            return self.halt(X, rule).labels
+            return self._halt_memo(X, rule, n_jobs).labels
         code_end, _ = self._codes(X, plan[0], n_jobs)
         return plan[1].take(code_end)
 
@@ -809,7 +1298,7 @@ class TreeEnsemble:
 
         No validation beyond infinity: -1 when ``x`` has a feature that is
         infinite as float32 (the caller then validates it in full), or when
-        ``rule`` has no stop table.
+        ``rule`` has no dense stop table (the caller then calls :meth:`labels`).
 
         Parameters
         ----------
@@ -922,43 +1411,52 @@ class TreeEnsemble:
         return label, n_queried, total
 
     # ------------------------------------------------------------------
-    def _fetch(self, X):
-        def fetch(rows, a, b):
-            Xa = _take_rows(X, rows)
-            out = np.empty((len(rows), b - a), dtype=np.int64)
-            for j in range(a, b):
-                out[:, j - a] = self.member_votes(j, Xa)
-            return out
-
-        return fetch
-
     def _codes(self, X, tab, n_jobs):
         """The code each row ended at and the members it queried: compiled loop (dense) or numpy loop (sparse)."""
         if sparse.issparse(X):
-            return self._codes_numpy(X, tab)
+            return self._codes_numpy(X, _TableCodes(tab))
         from . import kernel
 
         return kernel.run_forest(X, self.arrays, tab.table, tab.stops_at, n_jobs)
 
-    def _codes_numpy(self, X, tab):
+    def _halt_memo(self, X, rule, n_jobs):
+        """:meth:`halt` with the decisions of the vote vectors reached memoised (no dense stop table)."""
+        memo = stop_memo(rule, self.n_members, self.n_classes)
+        with memo.lock:
+            if sparse.issparse(X):
+                code_end, n_queried = self._codes_numpy(X, _MemoCodes(memo, rule))
+            else:
+                from . import kernel
+
+                if self._memo_nodes is None:
+                    word, stride = code_layout(self.n_members, self.n_classes)
+                    cls = np.concatenate(self.leaf_class)  # the node order of ForestArrays
+                    self._memo_nodes = (word.take(cls), stride.take(cls))
+                code_end, n_queried = kernel.run_forest_lazy(X, self.arrays, *self._memo_nodes, memo, rule, n_jobs)
+            res = memo.result(code_end, n_queried, rule)
+        _memo_used(memo)
+        return res
+
+    def _codes_numpy(self, X, codes):
         """The numpy loop: one tree at a time (``Tree.apply``) over the rows still voting.
 
-        A tree adds the code of its leaf's class to each row's code and the
-        stop check is one table look-up (skipped after trees ``j`` with
-        ``stops_at[j + 1]`` False); a stopped row is parked (see
-        :class:`_Tally`) and the rows still voting are copied into a smaller
-        matrix once a tenth of them has stopped, grouped by the current
-        tree's leaf (rows sharing a leaf tend to take the same branches in
-        the next trees).  The results do not depend on the order.
+        A tree adds a vote for its leaf's class to each row's code and the
+        stop check looks the code up (``codes``: the dense table, skipped
+        after trees ``j`` with ``stops_at[j + 1]`` False, or the memo); a
+        stopped row is parked (see :class:`_Tally`) and the rows still voting
+        are copied into a smaller matrix once a tenth of them has stopped,
+        grouped by the current tree's leaf (rows sharing a leaf tend to take
+        the same branches in the next trees).  The results do not depend on
+        the order.  Returns ``(code_end, n_queried)``.
         """
         T, n = self.n_members, X.shape[0]
-        tally = _Tally(n, T, tab.table, tab.stops_at, self.COMPACT_AT)
+        tally = _Tally(n, T, codes, self.COMPACT_AT)
         Xc = X  # features of the evaluated rows, in tally's order
         for j in range(T):
             if tally.n_live == 0:
                 break
             leaves = self.trees[j].apply(_columns(Xc, self.features[j]))
-            tally.code += self.leaf_code[j].take(leaves)
+            codes.vote(tally.code, self.leaf_class[j].take(leaves))
             if j == 0 and n >= self.SORT_MIN_ROWS:  # group rows that share tree 0's leaf
                 order = _by_leaf(leaves, self.trees[0])
                 tally.select(order)

@@ -33,6 +33,7 @@ in ``__pycache__`` next to this file or, when that is not writable, numba's
 user-wide cache directory), so later processes load them instead of compiling.
 """
 
+import math
 import os
 import threading
 import time
@@ -41,7 +42,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["ForestArrays", "compile_kernels", "resolve_n_jobs", "run_forest", "run_one", "run_soft", "soft_margin"]
+__all__ = ["ForestArrays", "compile_kernels", "resolve_n_jobs", "run_forest", "run_forest_lazy", "run_one", "run_soft",
+           "soft_margin"]
 
 #: Fewest rows per thread worth starting threads for (below, one thread runs them all).
 MIN_ROWS_PER_THREAD = 64
@@ -264,6 +266,298 @@ def _soft_parallel(X, block, child, feature, threshold, nan_right, is_leaf, leaf
 
 
 # ---------------------------------------------------------------------------
+# the lazy stop loop: decisions memoised for the vote vectors reached
+# ---------------------------------------------------------------------------
+# A row's state in the lazy loop (see run_forest_lazy)
+_RUN, _SPEC, _WAIT, _DONE = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _memo_find(keys, key):
+    """Slot of ``key`` (1-D int64, ``w`` words) in the open-addressing table ``keys`` (``-1``: empty slot),
+    or ``-1 - slot`` of the empty slot where it would go (linear probing from a multiplicative hash)."""
+    w = key.shape[0]
+    h = np.uint64(key[0])
+    for i in range(1, w):
+        h = h * np.uint64(0x9E3779B97F4A7C15) + np.uint64(key[i])
+    h *= np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(29)
+    mask = np.uint64(keys.shape[0] - 1)
+    s = np.int64(h & mask)
+    while True:
+        if keys[s, 0] == -1:
+            return -1 - s
+        same = True
+        for i in range(w):
+            if keys[s, i] != key[i]:
+                same = False
+                break
+        if same:
+            return s
+        s = np.int64((np.uint64(s) + np.uint64(1)) & mask)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _memo_get(keys, vals, key):
+    """The memoised decision of ``key``: 0 go on, 1 stop, -1 not known (absent, or still pending)."""
+    s = _memo_find(keys, key)
+    if s < 0:
+        return -1
+    d = vals[s]
+    return d if d <= 1 else -1
+
+
+@njit(cache=True, nogil=True)
+def memo_lookup(keys, vals, codes, out):
+    """``out[r]``: the decision of ``codes[r]`` (0, 1, or -1 not known); 0 for parked rows (word 0 negative)."""
+    for r in range(codes.shape[0]):
+        out[r] = 0 if codes[r, 0] < 0 else _memo_get(keys, vals, codes[r])
+
+
+@njit(cache=True, nogil=True)
+def memo_insert(keys, vals, codes, slots):
+    """Add the codes not held yet as pending (2), once each; their slots go to ``slots``; returns how many."""
+    n_new = 0
+    for r in range(codes.shape[0]):
+        s = _memo_find(keys, codes[r])
+        if s < 0:
+            s = -1 - s
+            keys[s, :] = codes[r, :]
+            vals[s] = 2
+            slots[n_new] = s
+            n_new += 1
+    return n_new
+
+
+@njit(cache=True, nogil=True)
+def memo_rehash(keys, vals, new_keys, new_vals):
+    """Move every entry of ``keys``/``vals`` into the empty, larger table ``new_keys``/``new_vals``."""
+    for s in range(keys.shape[0]):
+        if keys[s, 0] != -1:
+            t = -1 - _memo_find(new_keys, keys[s])
+            new_keys[t, :] = keys[s, :]
+            new_vals[t] = vals[s]
+
+
+@njit(cache=True, nogil=True)
+def _memo_register_paths(keys, vals, block, active, n_act, status, path_off, path_len, path_start, path, path_slot,
+                         T, moved, slots):
+    """Add the vote vectors the waiting rows' paths reached (those with fewer than ``T`` votes) as pending.
+
+    Each path entry's slot goes to ``path_slot`` (the walk already recorded
+    those it found, unless the table ``moved`` since: grown or emptied);
+    the slots of the entries added go to ``slots``.  Returns how many.
+    """
+    n_new = 0
+    for k in range(n_act.shape[0]):
+        a = k * block
+        for i in range(n_act[k]):
+            r = active[a + i]
+            if status[r] != _WAIT:
+                continue
+            o = path_off[r]
+            for p in range(path_len[r]):
+                if path_start[r] + p + 1 >= T:
+                    break
+                if path_slot[o + p] >= 0 and not moved:
+                    continue
+                s = _memo_find(keys, path[o + p])
+                if s < 0:
+                    s = -1 - s
+                    keys[s, :] = path[o + p, :]
+                    vals[s] = 2
+                    slots[n_new] = s
+                    n_new += 1
+                path_slot[o + p] = s
+    return n_new
+
+
+@njit(cache=True, nogil=True)
+def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys, vals,
+                H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
+                active, n_act, code_end, n_queried, waiting):
+    """One round of block ``k``: resume the rows that waited for decisions, then walk tree by tree.
+
+    A row whose vote vector has a memoised decision goes on or stops as the
+    dense loop would.  At a vector not memoised yet it starts a path: it
+    records that vector and walks on (at most ``H`` vectors, stopping early at
+    a vector known to stop) and then waits; the caller decides every vector
+    the paths reached and calls again, and the row stops at the first vector
+    of its path that stops, or walks on from the end of its path.  Rows walk
+    the trees together, those that have walked the same number of trees.
+
+    A row's path is ``path_len[r]`` entries from ``path_off[r]`` of the
+    round's buffers (``prev_path``: the last round's, read when resuming;
+    ``path``: this round's, ``H`` entries for each of the block's rows from
+    ``base[k]``): the count codes and their slots in the memo (-1: not found
+    when walked; :func:`_memo_register_paths` fills them in); its first entry
+    has ``path_start[r] + 1`` votes.
+    """
+    T = roots.shape[0]
+    one_word = code.shape[1] == 1
+    a = k * block
+    m = n_act[k]
+    # 1. the rows that waited: their paths, now decided
+    for i in range(m):
+        r = active[a + i]
+        if status[r] == _WAIT:
+            o = path_off[r]
+            hit, unknown = -1, -1
+            for p in range(path_len[r]):
+                if path_start[r] + p + 1 >= T:
+                    break
+                s = prev_slot[o + p]
+                d = vals[s] if s >= 0 else -1
+                if d < 0 or d > 1:
+                    unknown = p
+                    break
+                if d == 1:
+                    hit = p
+                    break
+            if hit >= 0:
+                status[r] = _DONE
+                n_queried[r] = path_start[r] + hit + 1
+                code_end[r, :] = prev_path[o + hit, :]
+            elif unknown >= 0:  # (not after a complete round) wait again at that entry, walk on from it later
+                q = base[k] + i * H
+                path[q, :] = prev_path[o + unknown, :]
+                path_slot[q] = -1
+                code[r, :] = path[q, :]
+                path_start[r] += unknown
+                pos[r] = path_start[r] + 1
+                path_len[r] = 1
+                path_off[r] = q
+            elif pos[r] == T:
+                status[r] = _DONE
+                n_queried[r] = T
+                code_end[r, :] = code[r, :]
+            else:
+                status[r] = _RUN
+        if status[r] == _RUN:
+            path_off[r] = base[k] + i * H  # where a path would go in this round
+    # 2. walk: the rows that go on, by the number of trees they have walked
+    queue = np.empty(m, dtype=np.int64)
+    nq = 0
+    ordered = True
+    for i in range(m):
+        r = active[a + i]
+        if status[r] == _RUN:
+            if nq and pos[r] < pos[queue[nq - 1]]:
+                ordered = False
+            queue[nq] = r
+            nq += 1
+    queue = queue[:nq]
+    if not ordered:
+        queue = queue[np.argsort(pos[queue], kind="mergesort")]
+    todo = np.empty(max(nq, 1), dtype=np.int64)
+    leaf_of = np.empty(max(nq, 1), dtype=np.uint32)
+    nt = 0
+    nxt = 0
+    j = T
+    if nq:
+        j = pos[queue[0]]
+    while True:
+        while nxt < nq and pos[queue[nxt]] == j:
+            todo[nt] = queue[nxt]
+            nt += 1
+            nxt += 1
+        if nt == 0:
+            if nxt >= nq:
+                break
+            j = pos[queue[nxt]]
+            continue
+        root = np.uint32(roots[j])
+        i = 0
+        while i + 8 <= nt:
+            _walk8(X, todo, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
+            i += 8
+        while i < nt:
+            leaf_of[i] = _walk(X, todo[i], root, child, feature, threshold, nan_right, is_leaf)
+            i += 1
+        depth = j + 1
+        keep = 0
+        for i in range(nt):
+            r = todo[i]
+            leaf = leaf_of[i]
+            if one_word:
+                code[r, 0] += node_inc[leaf]
+            else:
+                code[r, node_word[leaf]] += node_inc[leaf]
+            if status[r] == _RUN:
+                if depth == T:
+                    status[r] = _DONE
+                    n_queried[r] = T
+                    code_end[r, :] = code[r, :]
+                    continue
+                d = _memo_get(keys, vals, code[r])
+                if d == 1:
+                    status[r] = _DONE
+                    n_queried[r] = depth
+                    code_end[r, :] = code[r, :]
+                    continue
+                if d < 0:  # not memoised: a path starts here
+                    q = path_off[r]
+                    path[q, :] = code[r, :]
+                    path_slot[q] = -1
+                    path_start[r] = j
+                    path_len[r] = 1
+                    if H == 1:
+                        status[r] = _WAIT
+                        pos[r] = depth
+                        continue
+                    status[r] = _SPEC
+            else:  # on a path
+                L = path_len[r]
+                q = path_off[r] + L
+                path[q, :] = code[r, :]
+                path_len[r] = L + 1
+                s = -1 if depth == T else _memo_find(keys, code[r])
+                path_slot[q] = s if s >= 0 else -1
+                if depth == T or L + 1 == H or (s >= 0 and vals[s] == 1):
+                    status[r] = _WAIT
+                    pos[r] = depth
+                    continue
+            todo[keep] = r
+            keep += 1
+        nt = keep
+        j += 1  # (the rows walking have walked j trees; pos is written when a row leaves the walk)
+    # 3. the rows still voting stay in the block's list
+    keep = 0
+    n_wait = 0
+    n_path = 0
+    for i in range(m):
+        r = active[a + i]
+        if status[r] != _DONE:
+            active[a + keep] = r
+            keep += 1
+            if status[r] == _WAIT:
+                n_wait += 1
+                n_path += path_len[r]
+    n_act[k] = keep
+    waiting[k, 0] = n_wait
+    waiting[k, 1] = n_path
+
+
+@njit(cache=True, nogil=True)
+def _lazy_serial(X, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys, vals,
+                 H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
+                 active, n_act, code_end, n_queried, waiting):
+    for k in range(n_act.shape[0]):
+        _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys,
+                    vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
+                    path_slot, base, active, n_act, code_end, n_queried, waiting)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _lazy_parallel(X, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys, vals,
+                   H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
+                   active, n_act, code_end, n_queried, waiting):
+    for k in prange(n_act.shape[0]):
+        _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys,
+                    vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
+                    path_slot, base, active, n_act, code_end, n_queried, waiting)
+
+# ---------------------------------------------------------------------------
 # Python side
 # ---------------------------------------------------------------------------
 def resolve_n_jobs(n_jobs):
@@ -440,6 +734,108 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None):
     return label, n_queried, total
 
 
+#: Most vote vectors one row walks through on a path before it waits for their decisions (lazy loop).
+MAX_PATH = 1024
+#: Entries (rows still voting x path length x code words) of one round's path buffer at most (32 MB of int64).
+PATH_ENTRIES = 2**22
+#: Path length with cheap decisions: about ``sqrt(PATH_WORK / rows still voting)`` (see run_forest_lazy).
+PATH_WORK = 2**17
+#: Rows the lazy loop takes in one pass at most (more rows: passes one after another).
+LAZY_ROWS = 2**18
+# A round's decisions count as cheap below these times (in all, or per vector): the next paths may be longer.
+_CHEAP_ROUND = 2e-4
+_CHEAP_PER_VECTOR = 2e-6
+
+
+def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
+    """The stop loop over a forest with decisions memoised for the vote vectors reached (no dense table).
+
+    The rows walk the trees as in :func:`run_forest`; a vote vector's
+    decision is looked up in ``memo`` (a :class:`ensvote.engine.StopMemo`,
+    an open-addressing table of count codes).  A row that reaches a vector
+    not memoised yet records it and walks on along a *path* of at most ``H``
+    vectors (stopping early at a vector known to stop), then waits.  Once
+    every row stopped or waits, one vectorised call decides all the new
+    vectors the paths reached (:meth:`~ensvote.engine.StopMemo.store`), and
+    the loop resumes: each waiting row stops at the first vector of its path
+    that stops (so a row queries exactly the members it would with every
+    decision known), or walks on from the end of its path.  The rounds end
+    when no row waits.
+
+    ``H`` trades rounds (each costs a call and a ``decide``) against walks
+    and decisions past a row's stop: it is 1 in the first round and whenever
+    the last round's decisions were expensive (a rule computing per vote
+    vector: only the vectors reached are decided), otherwise about
+    ``sqrt(PATH_WORK / rows still voting)`` (long paths once few rows are
+    left), at most :data:`MAX_PATH` and :data:`PATH_ENTRIES` entries in all.
+    Results do not depend on ``H``, on ``n_jobs`` or on what the memo held
+    before.
+
+    Parameters
+    ----------
+    X32 : ndarray of float32, shape (n_rows, n_features), C-contiguous
+    forest : ForestArrays
+    node_word, node_inc : ndarray of int32 / int64, shape (n_nodes,)
+        Per node, the code word and increment of the class the leaf votes
+        for (:func:`ensvote.engine.code_layout`).
+    memo : ensvote.engine.StopMemo
+        Held locked by the caller.
+    rule : HaltingRule
+        Decides the vectors not memoised yet.
+    n_jobs : int or None
+
+    Returns
+    -------
+    code_end : ndarray of int64, shape (n_rows, n_words)
+        Each row's count code when it stopped.
+    n_queried : ndarray of int64, shape (n_rows,)
+    """
+    n, w, T = X32.shape[0], memo.n_words, len(forest.roots)
+    code_end = np.zeros((n, w), dtype=np.int64)
+    n_queried = np.zeros(n, dtype=np.int64)
+    child, feature, threshold, nan_right, is_leaf, _, roots = forest.args()
+    step = max(1, min(LAZY_ROWS, memo.max_entries // 2, PATH_ENTRIES // w))
+    for c0 in range(0, n, step):
+        m = min(step, n - c0)
+        X = X32[c0:c0 + m]
+        block = _block(m, n_jobs)
+        n_blocks = -(-m // block)
+        status = np.zeros(m, dtype=np.int8)
+        pos = np.zeros(m, dtype=np.int64)
+        code = np.zeros((m, w), dtype=np.int64)
+        path_off = np.zeros(m, dtype=np.int64)
+        path_len = np.zeros(m, dtype=np.int64)
+        path_start = np.zeros(m, dtype=np.int64)
+        active = np.arange(m, dtype=np.int64)
+        n_act = np.minimum(block, m - block * np.arange(n_blocks)).astype(np.int64)
+        waiting = np.zeros((n_blocks, 2), dtype=np.int64)
+        path, path_slot = np.empty((0, w), dtype=np.int64), np.empty(0, dtype=np.int64)
+        H = 1
+        while True:
+            n_live = int(n_act.sum())
+            prev_path, prev_slot = path, path_slot
+            path, path_slot = np.empty((n_live * H, w), dtype=np.int64), np.empty(n_live * H, dtype=np.int64)
+            base = H * (np.cumsum(n_act) - n_act)
+            _run(_lazy_serial, _lazy_parallel, n_live, n_jobs,  # threads for the rows still voting
+                 (X, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, memo.keys,
+                  memo.vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
+                  path_slot, base, active, n_act, code_end[c0:c0 + m], n_queried[c0:c0 + m], waiting))
+            if not waiting[:, 0].any():
+                break
+            n_path = int(waiting[:, 1].sum())
+            moved = memo.reserve(n_path)
+            slots = np.empty(n_path, dtype=np.int64)
+            n_new = _memo_register_paths(memo.keys, memo.vals, block, active, n_act, status, path_off, path_len,
+                                         path_start, path, path_slot, T, moved, slots)
+            dt = memo.store(slots[:n_new], rule)
+            n_live = int(n_act.sum())
+            H = 1
+            if dt < _CHEAP_ROUND or dt < _CHEAP_PER_VECTOR * n_new:
+                H = max(1, min(MAX_PATH, math.isqrt(PATH_WORK // n_live), PATH_ENTRIES // (n_live * w),
+                               memo.max_entries // n_live))
+    return code_end, n_queried
+
+
 def run_one(x, forest, table, stops_at):
     """The stop loop for one row ``x`` (1-D float32 or float64, C-contiguous), with no validation
     beyond infinity: ``(code, n_queried)``, or ``(-1, 0)`` when ``x`` has a feature that is infinite
@@ -467,6 +863,20 @@ def compile_kernels():
     _forest_parallel(args[0], BLOCK, *args[1:])
     for dtype in (np.float32, np.float64):
         _forest_one(np.zeros(1, dtype=dtype), *args[1:10])
+    # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)
+    keys, vals = np.full((4, 1), -1, dtype=np.int64), np.zeros(4, dtype=np.int8)
+    codes, i1 = np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.int64)
+    memo_lookup(keys, vals, codes, np.zeros(1, dtype=np.int8))
+    memo_rehash(keys, vals, keys.copy(), vals.copy())
+    for lazy in (_lazy_serial, _lazy_parallel):
+        state = (np.zeros(1, dtype=np.int8), i64.copy(), codes.copy(), i64.copy(), i64.copy(), i64.copy())
+        lazy(X, BLOCK, *forest[:5], i32.copy(), i64.copy(), forest[6], keys, vals, 1, *state,
+             np.empty((0, 1), dtype=np.int64), np.empty(0, dtype=np.int64), codes.copy(), i64.copy(), i64.copy(),
+             i64.copy(), i1.copy(), codes.copy(), i64.copy(), np.zeros((1, 2), dtype=np.int64))
+    _memo_register_paths(keys.copy(), vals.copy(), BLOCK, i64.copy(), i1.copy(), np.full(1, _WAIT, dtype=np.int8),
+                         i64.copy(), i1.copy(), i64.copy(), codes.copy(), np.full(1, -1, dtype=np.int64), 2, False,
+                         i64.copy())
+    memo_insert(keys, vals, codes, i64.copy())
     return time.perf_counter() - t0
 
 

@@ -117,11 +117,15 @@ class HaltingRule:
     ``table_key(n_classes)`` (optional)
         A hashable identity of the stop decision (e.g. ``(type(self), k)``) or
         None, the default.  With a key the engine evaluates ``decide`` once on
-        every count vector with at most ``T`` votes, caches the answers as a
-        flat table (:func:`ensvote.engine.stop_table`) and votes with the
-        fast paths (the compiled loop of :mod:`ensvote.kernel` included);
-        two rules with equal keys must decide alike.  With None the engine
-        calls ``decide`` on blocks of votes (:func:`ensvote.engine.run_halting`).
+        every count vector with at most ``T`` votes and caches the answers as a
+        flat table (:func:`ensvote.engine.stop_table`) where that table has at
+        most ``MAX_STOP_TABLE`` entries; beyond, it decides the count vectors
+        the votes reach, together, and caches those decisions
+        (:func:`ensvote.engine.stop_memo`).  Two rules with equal keys must
+        decide alike.  With None the engine decides the count vectors reached
+        the same way and keeps the decisions for one call only.  Either way
+        the votes run through the fast paths (the compiled loop of
+        :mod:`ensvote.kernel` included).
 
     Every finite rule is stopped at ``T`` by the engine whatever ``decide``
     says there.
@@ -877,9 +881,9 @@ class UrnRule(HaltingRule):
 
     def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
+        # beyond the dense confidence table too: there (T + 1) ** l exceeds the engine's dense stop table
+        # (MAX_STOP_TABLE <= MAX_DENSE_TABLE), so the engine memoises the decisions of the vectors reached
         T = self.n_members
-        if self._beyond_dense(n_classes):
-            return None  # on-demand confidences: tabulating every state would be slow
         prior = None if self._support is None else self._prior_key
         if self._uses_bound(n_classes):
             prior = ("bound", None if self._pair_prior is None else self._pair_prior.key)

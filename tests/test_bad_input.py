@@ -533,11 +533,12 @@ class _Returns(ev.HaltingRule):
         return self.f(counts)
 
 
+# (the shape is that of the vote vectors decided together: the new ones the votes reached, see StopMemo)
 @pytest.mark.parametrize("f, err, match", [
-    (lambda c: True, ValueError, "_Returns.decide must return one decision per vote vector, shape \\(6, 4\\), got "),
-    (lambda c: None, TypeError, "_Returns.decide must return a boolean numpy array of shape \\(6, 4\\), got NoneType"),
+    (lambda c: True, ValueError, "_Returns.decide must return one decision per vote vector, shape \\(2,\\), got "),
+    (lambda c: None, TypeError, "_Returns.decide must return a boolean numpy array of shape \\(2,\\), got NoneType"),
     (lambda c: (c.sum(-1) >= 3).astype(float), TypeError, "got an array of dtype float64"),
-    (lambda c: (c.sum(-1) >= 3)[..., None], ValueError, "one decision per vote vector, shape \\(6, 4\\)"),
+    (lambda c: (c.sum(-1) >= 3)[..., None], ValueError, "one decision per vote vector, shape \\(2,\\)"),
 ])
 def test_the_decide_contract_is_checked(f, err, match):
     """True/None gave AttributeError, a wrong shape AxisError, floats silently wrong stops (#40 item 8)."""

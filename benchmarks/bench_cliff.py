@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The dense stop table's limit: HYPER against scikit-learn's ``predict`` around and beyond it.
+
+    .venv/bin/python benchmarks/bench_cliff.py [--rows 5000] [--repeat 3] [--quick]
+
+The engine looks stop decisions up in a dense table of ``(T + 1) ** l``
+entries up to ``MAX_STOP_TABLE`` (three classes up to ``T = 129``) and,
+beyond, in a memo of the decisions of the vote vectors the rows reach
+(:func:`ensvote.engine.stop_memo`), in the same compiled loop.  For three
+classes (Breiman's waveform, :func:`ensvote.datasets.load`) at ``T`` = 129,
+131, 501, 1001 and two classes (``make_classification`` as in
+``bench_first_predict.py``) at ``T`` = 1501, 5001, a forest is fitted once
+per case with ``HaltingClassifier(rule="urn", prior="oob")`` (HYPER), and,
+in one process, one thread, in ``--repeat`` rounds: the forest's own
+``predict``, then HYPER's **first** ``predict`` after
+:func:`ensvote.clear_caches` (every decision memoised by earlier calls
+dropped, so the memo is built again and Eq. 3 evaluated again where the rule
+computes it on demand; what ``fit`` builds, the dense tables and the
+two-class stop bits, stays), then a second ``predict``.  Printed, medians
+over the rounds: ``vs_sklearn`` = forest ``predict`` time / HYPER's time
+(first and warm), beside the tree-count speed-up ``T / mean trees
+queried``; ``vs_sklearn >= speed-up`` means HYPER spends at most
+scikit-learn's time per tree queried.  ``decide`` is the part of the first
+``predict`` spent in the rule's own ``decide`` (the memo's
+``decide_seconds``), ``vectors`` how many vote vectors it decided.  Nothing
+is asserted (a benchmark, not a test).
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+
+import ensvote as ev
+from ensvote import datasets, engine
+
+from bench_first_predict import problem  # beside this script: the two-class problem of the 118 s first predict
+
+CASES = [(3, 129), (3, 131), (3, 501), (3, 1001), (2, 1501), (2, 5001)]
+QUICK = [(3, 129), (3, 131), (3, 501), (2, 1501)]
+N_TRAIN = 2000
+
+
+def clock(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def data(l, n_test):
+    if l == 3:
+        X, y = datasets.load("waveform", n_samples=N_TRAIN + n_test, random_state=ev.SEED)
+        return X[:N_TRAIN], y[:N_TRAIN], np.ascontiguousarray(X[N_TRAIN:], dtype=np.float32)
+    return problem(l, N_TRAIN, n_test)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=5000, help="test rows per predict (default 5000)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; medians are printed (default 3)")
+    ap.add_argument("--quick", action="store_true", help=f"only {QUICK}")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore", ev.SlowVoteWarning)
+    # the compiled loops (dense table and memo) loaded before anything is timed
+    for T in (11, 131):
+        X, y, X_test = data(3, 50)
+        ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED), rule="exact").fit(X, y).predict(X_test)
+    print(f"{'l':>2} {'T':>5}  {'engine':11} {'sklearn s':>9} {'first s':>8} {'warm s':>7}  {'vs_sklearn':>10} "
+          f"{'(warm)':>7}  {'speed-up':>8}  {'decide s':>8} {'vectors':>8}")
+    for l, T in (QUICK if args.quick else CASES):
+        X, y, X_test = data(l, args.rows)
+        clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED, n_jobs=1), rule="urn",
+                                   prior="oob", n_jobs=1).fit(X, y)
+        forest = clf.estimator_
+        dense = clf._ensemble.plan(clf.rule_) is not None
+        t_sk, t_first, t_warm, t_decide, n_vec = [], [], [], [], []
+        for _ in range(args.repeat):
+            t_sk.append(clock(lambda: forest.predict(X_test)))
+            ev.clear_caches()
+            t_first.append(clock(lambda: clf.predict(X_test)))
+            memo = None if dense else engine.stop_memo(clf.rule_, T, l)
+            t_decide.append(0.0 if memo is None else memo.decide_seconds)
+            n_vec.append(0 if memo is None else memo.n_decided)
+            t_warm.append(clock(lambda: clf.predict(X_test)))
+        speedup = clf.halt(X_test).speedup
+        sk, first, warm = np.median(t_sk), np.median(t_first), np.median(t_warm)
+        print(f"{l:>2} {T:>5}  {'dense table' if dense else 'memo':11} {sk:9.3f} {first:8.3f} {warm:7.3f}  "
+              f"{sk / first:10.2f} {sk / warm:7.2f}  {speedup:8.2f}  {np.median(t_decide):8.3f} "
+              f"{int(np.median(n_vec)):8d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
