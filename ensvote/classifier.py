@@ -17,6 +17,7 @@ from . import kernel
 from ._utils import SEED
 from ._validation import check_probability
 from .engine import HaltResult, TreeEnsemble
+from .confidence import soft_lead_needed
 from .optimal import OptimalRule, check_budget, check_guarantee, check_members
 from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
@@ -144,8 +145,14 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         change the argmax (each adds at most 1 to any class's sum), so the
         labels equal ``estimator_.predict(X)`` on every row (with the
         forest's sum in member order, as scikit-learn adds with ``n_jobs``
-        None).  It takes no rule: ``rule`` must stay at its default and
-        ``disagreement`` unset; ``rule_`` and ``prior_`` are None.
+        None).  With ``disagreement=δ`` a row stops sooner, once its leader
+        leads by :func:`ensvote.confidence.soft_lead_needed`: its label is not
+        the forest's with probability at most δ under a random member order,
+        **for every row** whatever its members' probabilities (Serfling's
+        inequality; no prior, so no calibration to a data set either: the
+        bound is conservative, and ``guarantee`` may be ``"average"`` or
+        ``"per-row"``, both met).  It takes no rule: ``rule`` must stay at its
+        default and ``max_members`` unset; ``rule_`` and ``prior_`` are None.
     n_jobs : int or None, default=None
         Threads for ``predict``, ``predict_proba`` and ``halt`` on dense
         ``X``: None or 1 one thread, -1 every core (``-2`` all but one, ...).
@@ -174,6 +181,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         Budget mode: the expected disagreement with the full ensemble under
         the prior (at most ``disagreement``; with ``max_members``, the least
         the compute budget allows).
+    soft_lead_ : ndarray of float, shape (n_members_,) or None
+        ``voting="soft"`` with ``disagreement``: the lead over every other
+        class's summed probabilities at which a row stops after each member
+        (None otherwise; the exact soft stop needs the members left).
     oob_votes_ : ndarray of int, shape (n_train_rows, n_classes) or None
         Out-of-bag vote counts of the training rows, computed in ``fit``
         (columns follow ``classes_``): member ``j`` votes for row ``i`` only if
@@ -337,11 +348,19 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         if not (isinstance(self.voting, str) and self.voting in ("hard", "soft")):
             raise ValueError(f"voting must be 'hard' or 'soft', got {self.voting!r}")
         if self.voting == "soft" and (not isinstance(self.rule, str) or self.rule != "urn"
-                                      or self.disagreement is not None or self.max_members is not None):
-            raise ValueError("voting='soft' stops exactly where the members not yet queried cannot change the "
-                             "argmax of the averaged probabilities, and takes no rule: leave rule at its default "
-                             "and disagreement unset (they apply to voting='hard')")
+                                      or self.max_members is not None):
+            raise ValueError("voting='soft' stops where the members not yet queried cannot change the argmax of "
+                             "the averaged probabilities (or, with disagreement=δ, where they can only with "
+                             "probability δ), and takes no rule: leave rule at its default and max_members unset "
+                             "(they apply to voting='hard')")
         check_guarantee(self.guarantee)
+        if self.voting == "soft":
+            if self.guarantee == "minimax":
+                raise ValueError("voting='soft' with disagreement=δ is a per-row bound (every row, whatever its "
+                                 "members' probabilities); guarantee='minimax' applies to rule='optimal' only")
+            if self.disagreement is not None:
+                check_budget(self.disagreement, name="disagreement")
+            return est
         cls = self._rule_class()
         if self.guarantee != "average" and (cls is None or cls.strength != "disagreement"):
             raise ValueError(f"guarantee={self.guarantee!r} is a mode of rule='optimal'; rule={self.rule!r} "
@@ -404,9 +423,12 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             len(self.classes_), leaf_proba=[_leaf_proba(m, len(self.classes_)) for m in members]
             if self.voting == "soft" else None)
         self.oob_votes_ = self._oob_votes(X, validated=True) if getattr(self.estimator_, "bootstrap", False) else None
-        if self.voting == "soft":  # the exact soft stop: no rule, no prior
+        if self.voting == "soft":  # the soft stop: no rule, no prior; exact, or at the per-row bound's lead
             self.rule_ = self.prior_ = self.expected_members_ = self.expected_disagreement_ = None
+            self.soft_lead_ = (None if self.disagreement is None else
+                               soft_lead_needed(self.n_members_, len(self.classes_), self.disagreement))
             return self
+        self.soft_lead_ = None
         named = self._rule_class()
         strength = None if named is None else {"confidence": self.confidence,
                                                "disagreement": self.disagreement}.get(named.strength)
@@ -566,7 +588,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """
         check_is_fitted(self, "estimator_")
         if self.voting == "soft":
-            res = self._ensemble.soft_halt(self._X(X), self.n_jobs)
+            res = self._ensemble.soft_halt(self._X(X), self.n_jobs, self.soft_lead_)
         else:
             res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
         return HaltResult(labels=self.classes_[res.labels], n_queried=res.n_queried, counts=res.counts,
@@ -609,7 +631,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """
         check_is_fitted(self, "estimator_")
         if self.voting == "soft":
-            res = self._ensemble.soft_halt(self._X(X), self.n_jobs)
+            res = self._ensemble.soft_halt(self._X(X), self.n_jobs, self.soft_lead_)
             return res.proba_sum / res.n_queried[:, None]
         res = self._ensemble.halt(self._X(X), self.rule_, self.n_jobs)
         return res.counts / res.n_queried[:, None]
@@ -659,7 +681,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         if ens is None:
             check_is_fitted(self, "estimator_")
         if self.voting == "soft":
-            return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs).labels)
+            return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)
         if (type(X) is np.ndarray and X.shape == (1, self.n_features_in_)
                 and (X.dtype == np.float64 or X.dtype == np.float32) and X.flags.c_contiguous
                 and "feature_names_in_" not in self.__dict__):

@@ -38,13 +38,14 @@ from scipy import special
 from ._urn import log_split, ratio_from_logs
 from ._utils import check_random_state
 from ._validation import (MAX_ENTRIES, MAX_T, check_counts, check_label, check_nonnegative_float, check_positive_int,
-                          check_size, prior_argument)
+                          check_probability, check_size, prior_argument)
 
 #: What a ``prior`` argument may be: None or "uniform", ``P(T_0 = k)`` for two classes, ``(support, probs)``
 #: (see :func:`check_prior`).
 PriorLike = None | Literal["uniform"] | ArrayLike | tuple[ArrayLike, ArrayLike]
 
 __all__ = [
+    "soft_lead_needed",
     "current_majority",
     "infinite_confidence",
     "infinite_confidence_exact",
@@ -696,3 +697,67 @@ def _finite_with_prior(t, i, support, probs):
 
 #: The memoised functions of this module, emptied by :func:`ensvote.clear_caches`.
 _LRU_FUNCTIONS = (_dirichlet_argmax_prob, _compositions_cached)
+
+
+def soft_lead_needed(T: int, n_classes: int = 2, disagreement: float = 0.01) -> NDArray[np.float64]:
+    r"""The lead in summed class probabilities at which a soft vote may stop, after each member.
+
+    A member adds its class-probability vector :math:`\mathbf p_j` to the
+    row's sums; for two classes :math:`c, k` the difference
+    :math:`d_j = p_{jc} - p_{jk}` lies in :math:`[-1, 1]`.  In a random member
+    order the first :math:`t` of the :math:`T` members are a sample without
+    replacement, and Serfling's inequality (Serfling 1974, Cor. 1.1) bounds,
+    for a pair whose full sum :math:`\sum_j d_j` is at most 0,
+
+    .. math:: P\Bigl(\sum_{j \le t} d_j \ge h\Bigr) \le
+              \exp\Bigl(-\frac{h^2}{2 t (1 - (t - 1)/T)}\Bigr).
+
+    A union bound over the :math:`T - 1` members after which a row can stop
+    and the :math:`l - 1` classes that can be ahead of the full vote's winner
+    makes
+
+    .. math:: h_t = \sqrt{2 t (1 - (t - 1)/T) \ln\bigl((l - 1)(T - 1)/\delta\bigr)}
+
+    a lead after which a row's label differs from the full forest's soft
+    vote with probability at most :math:`\delta`, **for every row**, whatever
+    its members' probabilities (no prior).  A lead above the :math:`T - t`
+    members left is final (the exact soft stop); the lead needed is the
+    smaller of the two, and 0 after the last member (the argmax).
+
+    Parameters
+    ----------
+    T : int >= 1
+        Ensemble size.
+    n_classes : int >= 2, default=2
+    disagreement : float in (0, 0.5), default=0.01
+        δ, the per-row bound.
+
+    Returns
+    -------
+    ndarray of float, shape (T,)
+        Entry ``t - 1``: the lead over every other class needed after ``t`` members.
+
+    Examples
+    --------
+    With 101 members, two classes and δ = 1 %, a row whose trees all agree
+    stops after 16 of them (the exact soft stop needs 51):
+
+    >>> import numpy as np
+    >>> from ensvote.confidence import soft_lead_needed
+    >>> need = soft_lead_needed(101, 2, 0.01)
+    >>> int(np.argmax(np.arange(1, 102) > need)) + 1
+    16
+    >>> round(float(need[50]), 2), float(need[-1])  # after 51 members: 50 left, a lead of 21.78 is enough
+    (21.78, 0.0)
+    """
+    T = check_positive_int(T, name="T")
+    l = check_positive_int(n_classes, name="n_classes", minimum=2)
+    delta = check_probability(disagreement, name="disagreement")
+    if not delta < 0.5:
+        raise ValueError(f"disagreement must lie strictly between 0 and 0.5, got {delta}")
+    t = np.arange(1, T + 1, dtype=float)
+    left = T - t
+    if T == 1:
+        return left
+    h = np.sqrt(2.0 * t * (1.0 - (t - 1.0) / T) * np.log((l - 1) * (T - 1) / delta))
+    return np.minimum(left, h)

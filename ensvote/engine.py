@@ -1333,7 +1333,7 @@ class TreeEnsemble:
         code, _ = kernel.run_one(x, self.arrays, plan[0].table, plan[0].stops_at)
         return -1 if code < 0 else int(plan[1][code])
 
-    def soft_halt(self, X, n_jobs=None):
+    def soft_halt(self, X, n_jobs=None, need=None):
         """Soft voting, stopped exactly: :class:`HaltResult` whose labels are the forest's own soft-vote labels.
 
         Members are queried in order and their class probabilities summed; a
@@ -1349,6 +1349,10 @@ class TreeEnsemble:
         X : ndarray of float32 or CSR matrix, shape (n_rows, n_features)
         n_jobs : int or None
             Threads for dense ``X``.
+        need : ndarray of float, shape (T,), optional
+            Stop instead once the leader leads every other class by more than
+            ``need[t - 1]`` after ``t`` members: the statistical soft stop of
+            :func:`ensvote.confidence.soft_lead_needed` (None: the exact stop).
 
         Returns
         -------
@@ -1373,16 +1377,19 @@ class TreeEnsemble:
         """
         if self._proba_nodes is None:
             raise ValueError("soft voting needs the members' leaf probabilities (TreeEnsemble(..., leaf_proba=...))")
-        if sparse.issparse(X):
-            label, n_queried, total = self._soft_numpy(X)
-        else:
-            from . import kernel
+        from . import kernel
 
-            label, n_queried, total = kernel.run_soft(X, self.arrays, self._proba_nodes, n_jobs)
+        need = kernel.exact_soft_lead(self.n_members) if need is None else np.asarray(need, dtype=np.float64)
+        if need.shape != (self.n_members,):
+            raise ValueError(f"need must have one lead per member, shape ({self.n_members},), got {need.shape}")
+        if sparse.issparse(X):
+            label, n_queried, total = self._soft_numpy(X, need)
+        else:
+            label, n_queried, total = kernel.run_soft(X, self.arrays, self._proba_nodes, n_jobs, need)
         return HaltResult(labels=label, n_queried=n_queried, counts=None, n_members=self.n_members,
                           stopped=n_queried < self.n_members, proba_sum=total)
 
-    def _soft_numpy(self, X):
+    def _soft_numpy(self, X, need):
         """The numpy soft loop (any ``X``; the reference the compiled loop is tested against)."""
         from .kernel import soft_margin
 
@@ -1405,7 +1412,7 @@ class TreeEnsemble:
                 c = np.argmax(Sr, axis=1)
                 gap = Sr[np.arange(len(rows)), c][:, None] - Sr
                 gap[np.arange(len(rows)), c] = np.inf
-                done = (gap > R + eps).all(axis=1)
+                done = (gap > need[j] + eps).all(axis=1)
             label[rows[done]], n_queried[rows[done]], total[rows[done]] = c[done], j + 1, Sr[done]
             rows = rows[~done]
         return label, n_queried, total

@@ -174,11 +174,13 @@ def _forest_one(x, child, feature, threshold, nan_right, is_leaf, node_code, roo
 
 @njit(cache=True, nogil=True, inline="always")
 def _soft_leader(S, i, l, R, eps):
-    """The leader of the sums ``S[i]`` if ``R`` more members cannot overtake it, else -1.
+    """The leader of the sums ``S[i]`` if it leads every other class by more than ``R``, else -1.
 
     A member adds a probability vector: it raises any class's sum by at most
-    1 and lowers none, so the leader ``c`` is final once ``S_c - S_k > R``
-    for every other class ``k``; ``eps`` covers the rounding of the sums.
+    1 and lowers none, so with ``R`` the members left the leader ``c`` is
+    final once ``S_c - S_k > R`` for every other class ``k`` (a smaller ``R``:
+    the statistical stop of :func:`ensvote.confidence.soft_lead_needed`);
+    ``eps`` covers the rounding of the sums.
     """
     c = 0
     for k in range(1, l):
@@ -204,10 +206,11 @@ def _soft_final(S, i, l, T):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, label, n_queried,
-                total):
+def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, need, label,
+                n_queried, total):
     """Soft voting over rows ``a..b-1``: each row's probability sums member by member, in member order
-    (the order of scikit-learn's sum), until no remaining members can change the argmax."""
+    (the order of scikit-learn's sum), until its leader leads every other class by more than ``need[j]``
+    after member ``j`` (the members left: no remaining members can change the argmax)."""
     T = roots.shape[0]
     l = leaf_proba.shape[1]
     m = b - a
@@ -231,7 +234,7 @@ def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_pro
         for i in range(n_active):
             for k in range(l):
                 S[i, k] += leaf_proba[leaf_of[i], k]
-            c = _soft_final(S, i, l, T) if R == 0 else _soft_leader(S, i, l, R, eps)
+            c = _soft_final(S, i, l, T) if R == 0 else _soft_leader(S, i, l, need[j], eps)
             if c >= 0:
                 r = active[i]
                 label[r] = c
@@ -247,22 +250,22 @@ def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_pro
 
 
 @njit(cache=True, nogil=True)
-def _soft_serial(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, label,
+def _soft_serial(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, need, label,
                  n_queried, total):
     n = X.shape[0]
     for a in range(0, n, block):
         _soft_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, leaf_proba, roots,
-                    eps, label, n_queried, total)
+                    eps, need, label, n_queried, total)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _soft_parallel(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, label,
+def _soft_parallel(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, need, label,
                    n_queried, total):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
         _soft_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, leaf_proba, roots,
-                    eps, label, n_queried, total)
+                    eps, need, label, n_queried, total)
 
 
 # ---------------------------------------------------------------------------
@@ -703,8 +706,20 @@ def soft_margin(n_members):
     return 4.0 * float(n_members) ** 2 * 2.0 ** -53 + 1e-12
 
 
-def run_soft(X32, forest, leaf_proba, n_jobs=None):
-    """Soft voting with the exact stop: labels equal to ``argmax`` of the forest's averaged probabilities.
+def exact_soft_lead(n_members):
+    """The lead the exact soft stop needs after each member: the members left (``T - t`` after ``t``).
+
+    Examples
+    --------
+    >>> from ensvote.kernel import exact_soft_lead
+    >>> exact_soft_lead(4)
+    array([3., 2., 1., 0.])
+    """
+    return np.arange(n_members - 1, -1, -1, dtype=np.float64)
+
+
+def run_soft(X32, forest, leaf_proba, n_jobs=None, need=None):
+    """Soft voting, stopped exactly (labels equal to ``argmax`` of the forest's averaged probabilities) or at ``need``.
 
     Parameters
     ----------
@@ -713,6 +728,10 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None):
     leaf_proba : ndarray of float64, shape (n_nodes, n_classes)
         The class probabilities of each node's leaf, as the member's ``predict_proba`` gives them.
     n_jobs : int or None
+    need : ndarray of float64, shape (T,), optional
+        The lead over every other class at which a row stops after each
+        member (:func:`ensvote.confidence.soft_lead_needed`); None: the
+        members left (the exact stop).
 
     Returns
     -------
@@ -723,6 +742,7 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None):
         The probabilities summed over the members queried.
     """
     n = X32.shape[0]
+    need = exact_soft_lead(len(forest.roots)) if need is None else np.ascontiguousarray(need, dtype=np.float64)
     label = np.zeros(n, dtype=np.int64)
     n_queried = np.zeros(n, dtype=np.int64)
     total = np.zeros((n, leaf_proba.shape[1]))
@@ -730,7 +750,7 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None):
         f = forest
         _run(_soft_serial, _soft_parallel, n, n_jobs,
              (X32, _block(n, n_jobs), f.child, f.feature, f.threshold, f.nan_right, f.is_leaf, leaf_proba, f.roots,
-              soft_margin(len(f.roots)), label, n_queried, total))
+              soft_margin(len(f.roots)), need, label, n_queried, total))
     return label, n_queried, total
 
 

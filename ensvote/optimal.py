@@ -455,7 +455,7 @@ class OptimalRule(HaltingRule):
         >>> from ensvote import OptimalRule
         >>> rule = OptimalRule(101, 0.001, guarantee="minimax")
         >>> round(rule.worst_members, 2), round(rule.optimum_members, 2)
-        (99.89, 99.84)
+        (99.86, 99.84)
         """
         return None if self.row_members is None else float(self.row_members.max())
 

@@ -109,7 +109,7 @@ def test_soft_voting_takes_no_rule_and_refuses_bad_values():
     X, y, _ = _problem("twonorm", 200)
     forest = RandomForestClassifier(n_estimators=5, random_state=0)
     for bad in ({"voting": "medium"}, {"voting": None}, {"voting": "soft", "rule": "exact"},
-                {"voting": "soft", "rule": ev.ExactRule(5)}, {"voting": "soft", "disagreement": 0.01}):
+                {"voting": "soft", "rule": ev.ExactRule(5)}, {"voting": "soft", "max_members": 3.0}):
         with pytest.raises(ValueError, match="voting"):
             ev.HaltingClassifier(forest, **bad).fit(X, y)
     clf = ev.HaltingClassifier(forest, voting="soft").fit(X, y)
