@@ -94,6 +94,19 @@ def _walk8(X, active, i, root, child, feature, threshold, nan_right, is_leaf, le
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _walk_rows(X, rows, n, root, child, feature, threshold, nan_right, is_leaf, leaf_of):
+    """``leaf_of[i]`` = the leaf of the tree at ``root`` that row ``rows[i]`` reaches, ``i < n``: eight rows
+    side by side (:func:`_walk8`), the rest one by one."""
+    i = 0
+    while i + 8 <= n:
+        _walk8(X, rows, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
+        i += 8
+    while i < n:
+        leaf_of[i] = _walk(X, rows[i], root, child, feature, threshold, nan_right, is_leaf)
+        i += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _forest_block(X, a, b, child, feature, threshold, nan_right, is_leaf, node_code, roots, table, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
@@ -108,13 +121,7 @@ def _forest_block(X, a, b, child, feature, threshold, nan_right, is_leaf, node_c
         if n_active == 0:
             break
         root = np.uint32(roots[j])
-        i = 0
-        while i + 8 <= n_active:
-            _walk8(X, active, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
-            i += 8
-        while i < n_active:
-            leaf_of[i] = _walk(X, active[i], root, child, feature, threshold, nan_right, is_leaf)
-            i += 1
+        _walk_rows(X, active, n_active, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
         if j + 1 < T and check[j + 1]:
             keep = 0
             for i in range(n_active):
@@ -222,13 +229,7 @@ def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_pro
         if n_active == 0:
             break
         root = np.uint32(roots[j])
-        i = 0
-        while i + 8 <= n_active:
-            _walk8(X, active, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
-            i += 8
-        while i < n_active:
-            leaf_of[i] = _walk(X, active[i], root, child, feature, threshold, nan_right, is_leaf)
-            i += 1
+        _walk_rows(X, active, n_active, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
         R = T - (j + 1)
         keep = 0
         for i in range(n_active):
@@ -470,13 +471,7 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
             j = pos[queue[nxt]]
             continue
         root = np.uint32(roots[j])
-        i = 0
-        while i + 8 <= nt:
-            _walk8(X, todo, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
-            i += 8
-        while i < nt:
-            leaf_of[i] = _walk(X, todo[i], root, child, feature, threshold, nan_right, is_leaf)
-            i += 1
+        _walk_rows(X, todo, nt, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
         depth = j + 1
         keep = 0
         for i in range(nt):
