@@ -17,16 +17,13 @@ import ensvote as ev
 from ensvote import classifier, engine, kernel
 from ensvote.datasets import load
 
+from engine_reference import reference as _reference
+
 FIELDS = ("labels", "n_queried", "counts", "stopped")
 #: the rules of benchmarks/bench_speed.py, at its T and alpha
 BENCH_RULES = {"HYPER": dict(rule="urn", prior="oob"), "SIBA": dict(rule="urn", prior="uniform"),
                "infinite": dict(rule="infinite"), "exact": dict(rule="exact")}
 N = kernel.BLOCK
-
-
-def _reference(votes, rule, l):
-    v = np.asarray(votes, dtype=np.int64)
-    return engine.run_halting(lambda rows, a, b: v[rows, a:b], v.shape[0], v.shape[1], l, rule)
 
 
 def _problems(n_test):

@@ -21,18 +21,9 @@ from ensvote import engine, kernel
 from ensvote.datasets import load
 from ensvote.rules import HaltingRule
 
+from engine_reference import reference as _reference, random_votes as _votes
+
 FIELDS = ("labels", "n_queried", "counts", "stopped")
-
-
-def _reference(votes, rule, l):
-    v = np.asarray(votes, dtype=np.int64)
-    return engine.run_halting(lambda rows, a, b: v[rows, a:b], v.shape[0], v.shape[1], l, rule)
-
-
-def _votes(n, T, l, seed):
-    rng = np.random.default_rng(seed)
-    p = rng.dirichlet(np.full(l, 0.7), size=n)  # from clear-cut to borderline rows
-    return (rng.random((n, T, 1)) > np.cumsum(p, axis=1)[:, None, :]).sum(axis=2)
 
 
 def _same(res, ref, what, classes=None):
