@@ -47,6 +47,7 @@ from scipy import sparse, special
 
 from ._cache import BoundedCache
 from .confidence import compositions
+from .engine import code_stride
 
 #: Largest ensemble per number of classes for a per-row guarantee: the linear program has two
 #: variables per vote vector and one constraint per composition of T (HiGHS takes ~6 s at T = 201
@@ -84,7 +85,7 @@ class PerRowModel:
         self.sums = self.states.sum(axis=1)
         self.urns = np.asarray(compositions(T, l))
         S = len(self.states)
-        radix = (T + 1) ** np.arange(l - 1, -1, -1)
+        self._radix = radix = code_stride(T, l)  # the engine's mixed-radix code of a vote vector
         lookup = np.full((T + 1) ** l, -1, dtype=np.int64)
         lookup[self.states @ radix] = np.arange(S)
         self.parent = np.full((S, l), -1, dtype=np.int64)
@@ -110,6 +111,14 @@ class PerRowModel:
         self.flow = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                                       shape=(S, 2 * S))
         self.flow_rhs = (self.sums == 0).astype(float)
+
+    def urn_weights(self, support, probs):
+        """A prior ``(support, probs)`` over the urn's content as weights over :attr:`urns`, summing to 1."""
+        where = np.full((self.T + 1) ** self.l, -1, dtype=np.int64)
+        where[self.urns @ self._radix] = np.arange(len(self.urns))
+        weights = np.zeros(len(self.urns))
+        np.add.at(weights, where[np.asarray(support, dtype=np.int64) @ self._radix], probs)
+        return weights / weights.sum()
 
     def evaluate(self, stop):
         """Per composition: expected members and disagreement of the policy stopping with probability ``stop[t]``.

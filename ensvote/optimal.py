@@ -58,7 +58,7 @@ from ._perrow import MAX_PER_ROW_T, per_row_policy
 from ._perrow import model as _perrow_model
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
-from .confidence import PriorLike, check_prior, compositions
+from .confidence import PriorLike, check_prior
 from .priors import VoteMixture, oob_prior
 from .rules import HaltingRule, decided, register
 
@@ -424,17 +424,11 @@ class OptimalRule(HaltingRule):
         """The per-row policy (:mod:`ensvote._perrow`): every composition's disagreement at most δ."""
         T, l = self.n_members, self.n_classes
         _check_per_row_T(T, l, self.guarantee)
-        urns = np.asarray(compositions(T, l))
-        radix = (T + 1) ** np.arange(l - 1, -1, -1)
-        where = np.full((T + 1) ** l, -1, dtype=np.int64)
-        where[urns @ radix] = np.arange(len(urns))
-        weights = np.zeros(len(urns))
-        np.add.at(weights, where[np.asarray(parsed.support, dtype=np.int64) @ radix], parsed.probs)
-        weights /= weights.sum()
+        m = _perrow_model(T, l)
+        weights = m.urn_weights(parsed.support, parsed.probs)
         stops, members, disagreement, optimum = per_row_policy(T, l, self.disagreement, weights, self.guarantee)
-        states = _perrow_model(T, l).states
         self.price = None
-        self.compositions, self.row_members, self.row_disagreement = urns, members, disagreement
+        self.compositions, self.row_members, self.row_disagreement = m.urns, members, disagreement
         for a in (self.row_members, self.row_disagreement):
             a.setflags(write=False)
         self.expected_members = float(weights @ members)
@@ -442,7 +436,7 @@ class OptimalRule(HaltingRule):
         self.optimum_members = optimum
         self.boundary_state = self.boundary_stop_probability = None
         self._table = np.zeros((T + 1,) * l, dtype=bool)
-        self._table[tuple(states[stops].T)] = True
+        self._table[tuple(m.states[stops].T)] = True
         self._table.setflags(write=False)
         self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
 

@@ -126,3 +126,10 @@ def test_bad_soft_arguments_are_refused_before_fitting(params, match):
 def test_lead_needed_refuses_bad_input(args, exc):
     with pytest.raises(exc):
         soft_lead_needed(*args)
+
+
+def test_soft_halt_refuses_a_lead_of_the_wrong_shape():
+    Xtr, ytr, Xte, est = _forest()
+    clf = ev.HaltingClassifier(est, voting="soft").fit(Xtr, ytr)
+    with pytest.raises(ValueError, match=r"one lead per member, shape \(101,\)"):
+        clf._ensemble.soft_halt(np.ascontiguousarray(Xte[:5], dtype=np.float32), need=np.zeros(100))

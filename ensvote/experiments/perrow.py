@@ -48,6 +48,7 @@ from .._cache import BoundedCache
 from ..classifier import HaltingClassifier
 from ..engine import halt
 from ..optimal import OptimalRule, row_values
+from ..priors import oob_prior
 from ..rules import FixedRule, make_rule
 from . import soto2016
 from .store import keys, need, number, numbers, rng_and_ints, task_seed
@@ -74,13 +75,6 @@ def _prior_free(T, delta, guarantee):
     return hit
 
 
-def _calibration_prior(votes, T):
-    """Kalman & Moscovich's "Cal": the histogram of the full forest's vote vectors, as a prior ``(support, probs)``."""
-    full = np.stack([np.sum(votes == c, axis=1) for c in (0, 1)], axis=1)
-    support, counts = np.unique(full, axis=0, return_counts=True)
-    return support, counts / counts.sum()
-
-
 def task(dataset, realization, p):
     """One partition of one two-class problem: every rule at every δ on the scored test rows (a JSON-serialisable dict)."""
     s_fit, _ = soto2016.seeds(dataset, realization)
@@ -95,7 +89,8 @@ def task(dataset, realization, p):
     is_cal[rng.choice(len(yte), size=max(1, round(p["calibration_fraction"] * len(yte))), replace=False)] = True
     cal, scored = votes[is_cal], votes[~is_cal]
     full = halt(scored, FixedRule(T), n_classes=2).labels
-    cal_prior = _calibration_prior(cal, T)
+    # Kalman & Moscovich's "Cal": the histogram of the full forest's vote vectors on the calibration rows
+    cal_prior = oob_prior(halt(cal, FixedRule(T), n_classes=2).counts, T, window=1)
     rules = {}
     for name in RULES:
         members, disagree, worst = [], [], []
