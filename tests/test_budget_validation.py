@@ -30,7 +30,7 @@ from ensvote.experiments import soto2016
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "results" / "headtohead" / "paper"
-DATA = ROOT / "book" / "data"
+CALIB = ROOT / "results" / "budget-calibration" / "book"  # the known-truth simulation
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +80,8 @@ def test_no_problem_is_significantly_above_its_budget(budget):
 
 
 def test_misses_are_no_more_than_a_rule_that_knows_the_truth_has(budget):
-    sim = pd.concat([pd.read_csv(DATA / "budget_calibration.csv"),
-                     pd.read_csv(DATA / "budget_calibration_three_classes.csv")], ignore_index=True)
+    sim = pd.concat([pd.read_csv(CALIB / "budget_calibration.csv"),
+                     pd.read_csv(CALIB / "budget_calibration_three_classes.csv")], ignore_index=True)
     sim["delta"] = sim.delta.round(6)
     expected = sim.groupby(["problem", "delta"]).apply(
         lambda m: (m.oracle_rows > m.name[1]).mean(), include_groups=False)

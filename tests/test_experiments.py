@@ -311,3 +311,31 @@ def test_cli_interrupted_says_so_in_one_line(tmp_path, capsys, monkeypatch):
     assert cli.main(["run", "soto2016", "--profile", "smoke", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "interrupted; the finished records are kept: the same command resumes" in err
+
+
+def test_the_registry_names_the_committed_tables_each_chapter_reads():
+    # the reproducing page lists each chapter's inputs from experiments.registry; here they are checked against
+    # what the chapters' code reads: `"suite" / "profile"` (or the path "results/suite/profile")
+    import json
+    import re
+
+    from ensvote.experiments.registry import CHAPTER_LIVE, CHAPTER_RESULTS
+
+    names = "|".join(map(re.escape, experiments.SUITES))
+    pair = re.compile(rf'''["']({names})["']\s*/\s*["'](\w+)["']|results/({names})/(\w+)/''')
+    live = re.compile(rf'''experiments\.run\(\s*["']({names})["'],\s*["']smoke["']''')
+    found, found_live = {}, {}
+    for nb_path in sorted((ROOT / "book").glob("*.ipynb")):
+        if nb_path.stem == "reproducing":
+            continue
+        cells = json.loads(nb_path.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells)
+        pairs = {(a or c, b or d) for a, b, c, d in pair.findall(text)}
+        if pairs:
+            found[nb_path.stem] = pairs
+        runs = set(live.findall(text))
+        if runs:
+            found_live[nb_path.stem] = runs
+    assert found == {k: set(v) for k, v in CHAPTER_RESULTS.items()}
+    assert found_live == {k: set(v) for k, v in CHAPTER_LIVE.items()}
+    assert {s for v in CHAPTER_RESULTS.values() for s, _ in v} == set(experiments.SUITES)

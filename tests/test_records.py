@@ -482,7 +482,7 @@ def _older_cpu():
 
 
 def test_records_are_the_same_bytes_on_an_older_cpu(tmp_path):
-    """The smoke runs of three suites, here and under an emulated older CPU, write identical files.
+    """The smoke runs of five suites, here and under an emulated older CPU, write identical files.
 
     Unrounded, 52 floats of these records differ in their last bits (relative
     differences up to 4e-15: numpy's AVX-512 kernels, OpenBLAS's, numba's target).
@@ -490,14 +490,14 @@ def test_records_are_the_same_bytes_on_an_older_cpu(tmp_path):
     procs = {}
     for name, extra in (("here", {}), ("older", _older_cpu())):
         cmd = " && ".join(f"{sys.executable} -m ensvote run {suite} --profile smoke --out {tmp_path / name} --n-jobs 1"
-                          for suite in ("soto2016", "headtohead", "perrow"))
+                          for suite in ("soto2016", "headtohead", "perrow", "budget-calibration", "many-classes"))
         procs[name] = subprocess.Popen(cmd, shell=True, cwd=ROOT, env={**os.environ, **extra},
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for name, proc in procs.items():
         assert proc.wait(timeout=600) == 0, f"{name}: {proc.stderr.read()}"
     files = {name: {p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*.json.gz")}
              for name in procs}
-    assert len(files["here"]) == 12 and files["here"].keys() == files["older"].keys()
+    assert len(files["here"]) == 16 and files["here"].keys() == files["older"].keys()
     differ = [str(p) for p in files["here"] if files["here"][p] != files["older"][p]]
     assert differ == []
 

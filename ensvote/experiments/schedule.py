@@ -67,8 +67,9 @@ def list_tasks(suite, profile, *, datasets=None, realizations=None):
             raise ValueError(f"dataset(s) {', '.join(bad)} not in suite {suite!r}; valid: {', '.join(s.datasets)}")
         names = tuple(datasets)
     reals = _parse_realizations(realizations, s.realizations[profile])
-    verify_datasets(names)
-    return [(d, r) for d in names for r in reals]
+    if s.loads_datasets:
+        verify_datasets(names)
+    return [(d, r) for d in names for r in reals if r < s.n_realizations(profile, d)]
 
 
 def _execute(job):

@@ -335,7 +335,7 @@ def _check_task(suite, profile, dataset, r, who):
     s = suites[suite]
     need(isinstance(dataset, str) and dataset in s.datasets, who,
          f"names dataset {dataset!r:.60}, not one of suite {suite!r}")
-    n = s.realizations[profile]
+    n = s.n_realizations(profile, dataset)
     need(_is_int(r) and 0 <= r < n, who, f"names realization {r!r:.60}, outside 0..{n - 1} of profile {profile!r}")
 
 
@@ -382,7 +382,7 @@ def adopt_from_twin_profiles(out, jobs):
             if other == profile or suites[suite].params[other] != suites[suite].params[profile]:
                 continue
             src = record_path(out, suite, other, d, r)
-            if not (src.exists() or src.is_symlink()) or r >= suites[suite].realizations[other]:
+            if not (src.exists() or src.is_symlink()) or r >= suites[suite].n_realizations(other, d):
                 continue
             try:
                 rec = read_record(src, (suite, other, d, r))
@@ -449,13 +449,12 @@ def scan_records(suite, profile, *, out="results"):
     recs.sort(key=lambda r: (r["dataset"], r["realization"]))
     have = {(r["dataset"], r["realization"]) for r in recs}
     names = list(s.dataset_list(profile)) + sorted({d for d, _ in have} - set(s.dataset_list(profile)))
-    n = s.realizations[profile]
     missing = {}
     for d in names:
-        gone = [r for r in range(n) if (d, r) not in have]
+        gone = [r for r in range(s.n_realizations(profile, d)) if (d, r) not in have]
         if gone:
             missing[d] = gone
-    return RecordScan(base, recs, bad, missing, len(names) * n)
+    return RecordScan(base, recs, bad, missing, sum(s.n_realizations(profile, d) for d in names))
 
 
 def mean_std(values):
