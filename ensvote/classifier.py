@@ -23,6 +23,9 @@ from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
 
+#: The dtypes of a row the one-row path takes as they are (native byte order; any other goes through validation).
+_F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
+
 _ENSEMBLES = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
 
 
@@ -325,7 +328,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """Remove every fitted attribute (``predict`` then raises NotFittedError)."""
         for name in [k for k in self.__dict__ if k.endswith("_") and not k.startswith("__")]:
             del self.__dict__[name]
-        for name in ("_ensemble", "_n_fit_rows"):
+        for name in ("_ensemble", "_n_fit_rows", "_label_rows"):
             self.__dict__.pop(name, None)
 
     def _checked_params(self):
@@ -414,6 +417,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 raise TypeError(f"ensemble members must be decision trees, got {type(m).__name__}")
         self.n_members_ = len(members)
         self._n_fit_rows = X.shape[0]  # oob_votes(X) takes the training rows only
+        self._label_rows = [self.classes_[i:i + 1].copy() for i in range(len(self.classes_))]  # one row's answers
         feats = getattr(self.estimator_, "estimators_features_", None)
         # the members as the engine votes with them: per node, the class index it votes for (the
         # ensembles fit their members on class indices, so a member's classes_ are indices into classes_)
@@ -677,17 +681,17 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         >>> clf.predict(X_test[:5]), y_test[:5]
         (array([0, 1, 1, 1, 0]), array([0, 1, 1, 1, 0]))
         """
-        ens = self.__dict__.get("_ensemble")
+        d = self.__dict__
+        ens = d.get("_ensemble")
         if ens is None:
             check_is_fitted(self, "estimator_")
-        if self.voting == "soft":
-            return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)
-        if (type(X) is np.ndarray and X.shape == (1, self.n_features_in_)
-                and (X.dtype == np.float64 or X.dtype == np.float32) and X.flags.c_contiguous
-                and "feature_names_in_" not in self.__dict__):
+        if (type(X) is np.ndarray and X.shape == (1, d["n_features_in_"]) and (X.dtype is _F64 or X.dtype is _F32)
+                and X.flags.c_contiguous and self.voting == "hard" and "feature_names_in_" not in d):
             # one request: the row goes straight to the compiled loop, which checks it for
             # infinities (anything it refuses gets the full validation below, and its errors)
-            label = ens.label_one(X[0], self.rule_)
+            label = ens.label_one(X[0], d["rule_"])
             if label >= 0:
-                return self.classes_[label:label + 1]
+                return d["_label_rows"][label].copy()  # a new array, as for any X
+        if self.voting == "soft":
+            return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)
         return self.classes_.take(ens.labels(self._X(X), self.rule_, self.n_jobs))

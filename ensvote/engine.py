@@ -1058,6 +1058,11 @@ def _by_leaf(leaves, tree):
     return np.argsort(key, kind="stable")
 
 
+#: The compiled one-row loop (:func:`ensvote.kernel.label_one`), bound on first use (``import ensvote`` does not
+#: load the compiled loops).
+_label_one = None
+
+
 class TreeEnsemble:
     """The members of a fitted tree ensemble, as the engine votes with them.
 
@@ -1124,6 +1129,7 @@ class TreeEnsemble:
         self.leaf_code = [stride.take(c) for c in self.leaf_class]
         self.arrays = kernel.ForestArrays(self.trees, self.features, self.leaf_code)
         self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
+        self._one = (None, None)  # (rule, its plan packed for kernel.label_one, or None: no dense table)
         self._memo_nodes = None  # per node, the code word and increment of its class (code_layout), on first use
         self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
         # the same, stacked in the compiled loop's node order
@@ -1325,13 +1331,22 @@ class TreeEnsemble:
         >>> ens.label_one(np.full(4, np.inf, dtype=np.float32), UrnRule(T=31))
         -1
         """
-        plan = self.plan(rule)
-        if plan is None:
+        one = self._one
+        if one[0] is not rule:
+            one = self._bind_one(rule)
+        if one[1] is None:
             return -1
+        return _label_one(x, self.arrays.packed, one[1])
+
+    def _bind_one(self, rule):
+        """Pack ``rule``'s stop and label tables for :meth:`label_one` (kept for the last rule)."""
+        global _label_one
         from . import kernel
 
-        code, _ = kernel.run_one(x, self.arrays, plan[0].table, plan[0].stops_at)
-        return -1 if code < 0 else int(plan[1][code])
+        _label_one = kernel.label_one
+        plan = self.plan(rule)
+        self._one = (rule, None if plan is None else kernel.pack_plan(plan[0].table, plan[0].stops_at, plan[1]))
+        return self._one
 
     def soft_halt(self, X, n_jobs=None, need=None):
         """Soft voting, stopped exactly: :class:`HaltResult` whose labels are the forest's own soft-vote labels.

@@ -212,3 +212,25 @@ def test_by_leaf_is_a_stable_sort_for_small_and_large_trees(node_count):
     leaves = np.random.default_rng(1).integers(0, node_count, 5000)
     order = _by_leaf(leaves, SimpleNamespace(node_count=node_count))
     assert np.array_equal(order, np.argsort(leaves, kind="stable"))
+
+
+def test_one_row_requests_answer_as_the_batch_does():
+    # one row goes to kernel.label_one (forest and tables packed in two buffers); any layout, dtype or rule change
+    X, y = load("waveform", n_samples=900, random_state=ev.SEED)
+    names = np.array(["left", "middle", "right"])[y]
+    clf = ev.HaltingClassifier(RandomForestClassifier(31, random_state=ev.SEED)).fit(X[:500], names[:500])
+    batch = clf.predict(X[500:])
+    for i in range(500, 900, 7):
+        row = X[i:i + 1]
+        for x in (row, row.astype(np.float32), np.asfortranarray(row), np.repeat(row, 2, axis=1)[:, ::2]):
+            got = clf.predict(x)
+            assert got.shape == (1,) and got[0] == batch[i - 500], (i, x.dtype, x.flags)
+    got = clf.predict(X[500:501])
+    got[0] = "changed"  # the answer is the caller's array, not a view of classes_
+    assert list(clf.classes_) == ["left", "middle", "right"] and clf.predict(X[500:501])[0] == batch[0]
+    # a new rule after a refit: the packed tables follow it
+    clf.set_params(rule="exact").fit(X[:500], names[:500])
+    exact = clf.predict(X[500:])
+    assert [clf.predict(X[i:i + 1])[0] for i in range(500, 900, 13)] == list(exact[::13])
+    with pytest.raises(ValueError, match="infinity|too large"):
+        clf.predict(np.full((1, X.shape[1]), np.inf))
