@@ -12,6 +12,12 @@ tables (:class:`~ensvote.experiments.suite.Suite`), listed in
                (:mod:`~ensvote.experiments.soto2016`).
 ``headtohead`` beyond both papers: every stopping rule's parameter swept on the
                partitions and forests of ``soto2016`` (:mod:`~ensvote.experiments.headtohead`).
+``perrow``     per-row guarantees and Kalman & Moscovich's (2026) rules on the same forests
+               (:mod:`~ensvote.experiments.perrow`).
+``budget-calibration``  the budget mode against a known truth, simulated datasets of the small
+               real problems (:mod:`~ensvote.experiments.calibration`).
+``many-classes``  the exhaustive check of the many-class union bound
+               (:mod:`~ensvote.experiments.manyclasses`).
 
 Shared machinery: :mod:`~ensvote.experiments.store` (seeding, record files and
 their validation), :mod:`~ensvote.experiments.schedule` (:func:`run`),
