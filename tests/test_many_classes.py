@@ -14,17 +14,7 @@ from sklearn.model_selection import train_test_split
 
 import ensvote as ev
 from ensvote import manyclass as mc
-
-
-def _all_states(T, l):
-    """Every vote vector of ``l`` classes with at most ``T`` votes."""
-    states = np.zeros((1, 0), dtype=np.int64)
-    for _ in range(l):  # append one class at a time, with every count that still fits
-        reps = T - states.sum(axis=1) + 1
-        rows = np.repeat(np.arange(len(states)), reps)
-        offs = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
-        states = np.column_stack([states[rows], offs])
-    return states
+from ensvote.experiments.manyclasses import all_states
 
 
 def _random_state(rng, T, l):
@@ -54,7 +44,7 @@ def _eq3_bruteforce(t, T):
 # ---------------------------------------------------------------- the bound, exhaustively
 @pytest.mark.parametrize("T", [101, 100])
 def test_bound_is_exact_for_two_classes(T):
-    states = _all_states(T, 2)
+    states = all_states(T, 2)
     bound = mc.urn_confidence_bound(states, T)
     exact = ev.finite_confidence(states, T)
     assert np.all(bound <= exact + 1e-12)
@@ -63,7 +53,7 @@ def test_bound_is_exact_for_two_classes(T):
 
 def test_bound_never_above_eq3_three_classes_T101_exhaustive():
     T = 101
-    states = _all_states(T, 3)
+    states = all_states(T, 3)
     exact = ev.UrnRule(T, method="exact").table(3)[tuple(states.T)]
     bound = mc.urn_confidence_bound(states, T)
     assert len(states) == 182_104
@@ -79,7 +69,7 @@ def test_bound_never_above_eq3_three_classes_T101_exhaustive():
 
 @pytest.mark.parametrize("l,T", [(4, 30), (5, 16)])
 def test_bound_never_above_eq3_four_five_classes_exhaustive(l, T):
-    states = _all_states(T, l)
+    states = all_states(T, l)
     exact = ev.UrnRule(T, method="exact").table(l)[tuple(states.T)]
     bound = mc.urn_confidence_bound(states, T)
     assert np.max(bound - exact) < 1e-12
@@ -88,7 +78,7 @@ def test_bound_never_above_eq3_four_five_classes_exhaustive(l, T):
 
 def test_bound_and_exact_against_rational_bruteforce():
     T, l = 7, 4
-    states = _all_states(T, l)
+    states = all_states(T, l)
     ref = np.array([float(_eq3_bruteforce(tuple(int(v) for v in t), T)) for t in states])
     np.testing.assert_allclose(mc.urn_confidence_exact(states, T), ref, atol=1e-13)
     assert np.all(mc.urn_confidence_bound(states, T) <= ref + 1e-13)
@@ -231,7 +221,7 @@ def test_pair_prior_is_the_papers_prior_for_two_classes():
     pair = ev.priors.pair_oob_prior(oob, T)
     x = np.arange(T + 1)
     assert np.array_equal(pair.probs[0, x, T - x], paper) and np.array_equal(pair.probs[1, T - x, x], paper)
-    states = _all_states(T, 2)
+    states = all_states(T, 2)
     hyper = ev.UrnRule(T, 0.99, prior=paper).confidence_of(states)
     via_pairs = ev.UrnRule(T, 0.99, prior=pair).confidence_of(states)
     ok = ~np.isnan(hyper)

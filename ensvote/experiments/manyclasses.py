@@ -26,7 +26,7 @@ One realization: nothing here is drawn from data.  The draws are seeded from
 import numpy as np
 import pandas as pd
 
-from .. import SEED, ExactRule, UrnRule, expected_queries, finite_confidence, uniform_prior
+from .. import SEED, ExactRule, UrnRule, compositions, expected_queries, finite_confidence, uniform_prior
 from .. import manyclass as mc
 from .store import keys, need, number, numbers
 from .suite import Suite, profile_params
@@ -42,14 +42,8 @@ _CHECK_KEYS = ["n_vectors", "max_excess", "max_gap", "stops_exact", "stops_bound
 
 
 def all_states(T, l):
-    """Every vote vector of ``l`` classes with at most ``T`` votes (one per row)."""
-    states = np.zeros((1, 0), dtype=np.int64)
-    for _ in range(l):
-        reps = T - states.sum(axis=1) + 1
-        rows = np.repeat(np.arange(len(states)), reps)
-        offs = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
-        states = np.column_stack([states[rows], offs])
-    return states
+    """Every vote vector of ``l`` classes with at most ``T`` votes (one per row, lexicographic order)."""
+    return compositions(T, l + 1)[:, :l]  # the last part is the votes not cast yet
 
 
 def _check_config(l, T, p):
