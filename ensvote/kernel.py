@@ -589,7 +589,10 @@ def _run(serial, parallel, n_rows, n_jobs, args):
         before = numba.get_num_threads()
         numba.set_num_threads(threads)
         try:
-            parallel(*args)
+            # blocks are handed out one at a time as threads come free (not split up front): how long a
+            # block takes depends on how soon its rows stop, so a static split leaves a thread idle
+            with numba.parallel_chunksize(1):
+                parallel(*args)
         finally:
             numba.set_num_threads(before)
 
