@@ -416,7 +416,7 @@ class OptimalRule(HaltingRule):
             self.boundary_state = None
             self.boundary_stop_probability = None
         else:
-            self.boundary_state = model.state_counts(*sol["state"])
+            self.boundary_state = model.state_counts(sol["state"])
             self.boundary_stop_probability = float(sol["prob"])
         self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
 
