@@ -29,6 +29,7 @@ from ._urn import grid, log_levels
 from .rules import decided
 
 _MODELS = BoundedCache("optimal-policy urn models", 16)
+_STATES = BoundedCache("vote vectors of the optimal-policy models", 2)
 
 
 class PolicyValue(NamedTuple):
@@ -133,6 +134,33 @@ def _level_base(T, d):
     for s in range(T + 1):
         base[s + 1] = base[s] + (s + 1 if d == 1 else (s + 1) * (s + 2) // 2)
     return base
+
+
+@njit(cache=True, nogil=True)
+def _cell_states(T, d, base):
+    """The vote vector of every cell (int32, shape ``(n_cells, d + 1)``)."""
+    out = np.empty((base[T + 1], d + 1), dtype=np.int32)
+    f = 0
+    for s in range(T + 1):
+        for a in range(s + 1):
+            if d == 1:
+                out[f, 0], out[f, 1] = a, s - a
+                f += 1
+            else:
+                for b in range(s + 1 - a):
+                    out[f, 0], out[f, 1], out[f, 2] = a, b, s - a - b
+                    f += 1
+    return out
+
+
+def _states(T, l):
+    """:func:`_cell_states` of ``T`` and ``l``, kept (every prior's model of the same size shares them)."""
+    states = _STATES.get((T, l))
+    if states is None:
+        states = _cell_states(T, l - 1, _level_base(T, l - 1))
+        states.setflags(write=False)
+        _STATES[(T, l)] = states
+    return states
 
 
 # In the loops, level ``s`` is walked row by row (one row with two classes,
@@ -316,28 +344,25 @@ class _UrnModel:
         self.trans = np.zeros((int(base[T]), l))
         self.loss = np.zeros(int(base[T + 1]))
         self.valid = np.zeros(int(base[T + 1]), dtype=bool)
-        for s, t, logq, logr, terms in log_levels(T, support, probs):
+        states = _states(T, l)
+        for s, _, logq, logr, terms in log_levels(T, support, probs):
+            # the level's vote vectors (cells) only, then element by element as on the level's grid
             cells = slice(base[s], base[s + 1])
             on = self._on(s)
+            logq = logq[on]
+            ok = np.isfinite(logq)
             if terms is not None:
                 # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))
                 with np.errstate(invalid="ignore"):
-                    trans = np.exp(terms[:, 0] - np.log(s + 1.0) - logq)
-                self.trans[cells] = np.where(np.isfinite(logq) & (t[-1] >= 0), trans, 0.0)[:, on].T
-            ok, loss = self._loss(s, t, logq, logr)
-            self.valid[cells], self.loss[cells] = ok[on], loss[on]
+                    trans = np.exp(terms[:, 0][:, on] - np.log(s + 1.0) - logq)
+                self.trans[cells] = np.where(ok, trans, 0.0).T
+            # d(t): the parts r_c(t) of the classes c other than the current majority (lowest index on ties)
+            cur = np.argmax(states[cells], axis=1)
+            others = np.where(np.arange(l)[:, None] == cur[None], -np.inf, logr[:, on])
+            with np.errstate(invalid="ignore"):
+                loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
+            self.valid[cells], self.loss[cells] = ok, np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
         self._policies, self._policies_lock = OrderedDict(), threading.Lock()
-
-    def _loss(self, s, t, logq, logr):
-        """``(valid, d(t))`` over level ``s``'s grid."""
-        shp = (s + 1,) * (self.l - 1)
-        full = np.stack([np.broadcast_to(g, shp) for g in t])
-        ok = np.isfinite(logq) & (full[-1] >= 0)
-        cur = np.argmax(full, axis=0)
-        others = np.where(np.arange(self.l)[(slice(None),) + (None,) * len(shp)] == cur[None], -np.inf, logr)
-        with np.errstate(invalid="ignore"):
-            loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
-        return ok, np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
 
     def _on(self, s):
         """The grid points of level ``s`` that are vote vectors (a boolean array of the grid's shape)."""
@@ -362,9 +387,7 @@ class _UrnModel:
 
     def level_states(self, s):
         """The vote vectors of level ``s``, cell by cell: int64 array of shape ``(n_cells, l)``."""
-        full = np.stack([np.broadcast_to(g, (s + 1,) * (self.l - 1)) for g in grid(s, self.l)])
-        ok = full[-1] >= 0
-        return np.ascontiguousarray(np.stack([f[ok] for f in full], axis=-1), dtype=np.int64)
+        return _states(self.T, self.l)[self.base[s]:self.base[s + 1]].astype(np.int64)
 
     def cell(self, t):
         """The cell of the vote vector ``t`` (counts of all ``l`` classes)."""
@@ -435,10 +458,11 @@ class _UrnModel:
 
     def dense(self, stops):
         """A boolean table ``(T + 1,) * l`` of the stop decisions (True at ``sum == T``)."""
-        T, l = self.T, self.l
+        T, l, first = self.T, self.l, self.base[1]  # level 0 (no vote) is not in the table
         table = np.zeros((T + 1,) * l, dtype=bool)
-        for s in range(1, T + 1):
-            table[tuple(self.level_states(s).T)] = stops[self.base[s]:self.base[s + 1]] | (s == T)
+        decide = stops[first:].copy()
+        decide[self.base[T] - first:] = True
+        table.reshape(-1)[np.ravel_multi_index(tuple(_states(T, l)[first:].T), table.shape)] = decide
         return table
 
 
