@@ -174,13 +174,14 @@ def _states(T, l):
 # one after the other.
 @njit(cache=True, nogil=True)
 def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
-    V = np.zeros(loss.shape[0])  # level T: nothing more to pay
+    V = np.zeros(base[T + 1] - base[T])  # the level above, by its cells: level T, nothing more to pay
+    V2 = np.zeros(base[T + 1] - base[T])
     stops[:] = False
     for f in range(base[T], base[T + 1]):
         stops[f] = valid[f]
     for s in range(T - 1, -1, -1):
         m = s + 1
-        f, g = base[s], base[s + 1]
+        f, k, g = base[s], 0, 0
         for a in range(m if d == 2 else 1):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
@@ -195,45 +196,51 @@ def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
                 c = 1.0 + acc
                 stop = s > 0 and valid[f] and price * loss[f] <= c
                 stops[f] = stop
-                V[f] = price * loss[f] if stop else c
+                V2[k] = price * loss[f] if stop else c
                 f += 1
+                k += 1
             g += n + 1
+        V, V2 = V2, V
     return V[0]
 
 
 @njit(cache=True, nogil=True)
 def _evaluate_kernel(trans, loss, stops, base, T, d, rs_cell, rs_prob):
-    reach = np.zeros(loss.shape[0])
+    reach = np.zeros(base[T + 1] - base[T])  # the level's cells
+    nxt = np.zeros(base[T + 1] - base[T])  # the level above
     side = T + 1 if d == 2 else 1
     go, lost = np.empty(side * (T + 1)), np.empty(side * (T + 1))  # a level on its square grid
     reach[0] = 1.0
     members = disagreement = 0.0
     for s in range(T):
         m = s + 1
-        f, g = base[s], base[s + 1]
+        nxt[:base[s + 2] - base[s + 1]] = 0.0
+        f, k, g = base[s], 0, 0
         for a in range(m if d == 2 else 1):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
-            k = a * m
+            q = a * m
             for b in range(n):
                 p = 1.0 if stops[f] else 0.0
                 if f == rs_cell:
                     p = rs_prob
-                r = reach[f]
+                r = reach[k]
                 c = r * (1.0 - p)
-                go[k + b] = c
-                lost[k + b] = r * p * loss[f]
-                reach[g + b + o0] += c * trans[f, 0]
+                go[q + b] = c
+                lost[q + b] = r * p * loss[f]
+                nxt[g + b + o0] += c * trans[f, 0]
                 if d == 2:
-                    reach[g + b + 1] += c * trans[f, 1]
-                    reach[g + b] += c * trans[f, 2]
+                    nxt[g + b + 1] += c * trans[f, 1]
+                    nxt[g + b] += c * trans[f, 2]
                 else:
-                    reach[g + b] += c * trans[f, 1]
+                    nxt[g + b] += c * trans[f, 1]
                 f += 1
+                k += 1
             for b in range(n, m):  # grid points that are not vote vectors (three classes)
-                go[k + b] = 0.0
-                lost[k + b] = 0.0
+                go[q + b] = 0.0
+                lost[q + b] = 0.0
             g += n + 1
+        reach, nxt = nxt, reach
         k = m * m if d == 2 else m
         members += _pairwise_sum(go, 0, k)
         disagreement += _pairwise_sum(lost, 0, k)
@@ -273,12 +280,14 @@ def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
                     reach[g + b] += c * trans[f, 1]
                 f += 1
             g += n + 1
-    nval, dval = np.zeros(N), np.zeros(N)  # level T: nothing more to come
+    L = base[T + 1] - base[T]
+    nval, dval = np.zeros(L), np.zeros(L)  # the level above, by its cells: level T, nothing more to come
+    nval2, dval2 = np.zeros(L), np.zeros(L)
     best, best_f = np.inf, -1
     for s in range(T - 1, -1, -1):
         m = s + 1
         level_best, level_f = np.inf, -1
-        f, g = base[s], base[s + 1]
+        f, k, g = base[s], 0, 0
         for a in range(m if d == 2 else 1):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
@@ -303,12 +312,15 @@ def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
                     dd = reach[f] * (loss[f] - d_go)
                     if dd <= slack and dn < -1e-12 and dn < level_best:
                         level_best, level_f = dn, f
-                nval[f] = 0.0 if stops[f] else n_go
-                dval[f] = loss[f] if stops[f] else d_go
+                nval2[k] = 0.0 if stops[f] else n_go
+                dval2[k] = loss[f] if stops[f] else d_go
                 f += 1
+                k += 1
             g += n + 1
         if level_f >= 0 and level_best <= best:  # an earlier level wins a tie
             best, best_f = level_best, level_f
+        nval, nval2 = nval2, nval
+        dval, dval2 = dval2, dval
     return best_f
 
 
