@@ -381,8 +381,8 @@ def test_budget_mode_bad_input(binary_data):
             ev.HaltingClassifier(rf, rule="optimal", disagreement=bad).fit(X, y)
     with pytest.raises(TypeError, match="disagreement"):
         ev.HaltingClassifier(rf, rule="optimal", disagreement="1%").fit(X, y)
-    with pytest.raises(ValueError, match="T=103 is above .* T <= 101 with 3 classes"):
-        ev.HaltingClassifier(RandomForestClassifier(103, random_state=0), rule="optimal",
+    with pytest.raises(ValueError, match="T=202 is above .* T <= 201 with 3 classes"):
+        ev.HaltingClassifier(RandomForestClassifier(202, random_state=0), rule="optimal",
                              disagreement=0.01).fit(X, np.arange(len(y)) % 3)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         ev.HaltingClassifier(rf, rule="optimal", disagreement=0.01).fit(X, np.arange(len(y)) % 4)
