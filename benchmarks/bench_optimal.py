@@ -22,7 +22,7 @@ the forest itself in the same process (``forest_seconds``): the chapter "How far
 from optimal are the threshold rules?" quotes them.
 
 Against T (``results/speed/optimal_sizes.csv``, ``--sizes``): for each size up to
-:data:`ensvote.optimal.MAX_OPTIMAL_T` (1,001 trees with two classes, 101 with
+:data:`ensvote.optimal.MAX_OPTIMAL_T` (1,001 trees with two classes, 201 with
 three) a forest of ``T`` trees is fitted (its time beside), then the budget
 mode is built from its out-of-bag votes as ``fit`` builds it; the same for the
 per-row guarantee (``guarantee="per-row"``, a linear program) up to
@@ -50,7 +50,7 @@ FIELDS = ["dataset", "n_train", "n_classes", "disagreement", "heldout", "seconds
 
 
 SIZES = OUT.with_name("optimal_sizes.csv")
-SIZE_GRID = {2: (101, 301, 1001), 3: (51, 101)}
+SIZE_GRID = {2: (101, 301, 1001), 3: (51, 101, 151, 201)}
 #: Sizes of the per-row guarantee (its linear program), up to ensvote.optimal.MAX_PER_ROW_T.
 PER_ROW_GRID = {2: (51, 101, 201), 3: (21, 41)}
 SIZE_FIELDS = ["dataset", "n_classes", "T", "guarantee", "forest_seconds", "budget_mode_seconds", "expected_members"]

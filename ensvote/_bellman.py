@@ -10,7 +10,7 @@ disagreement of any policy (:meth:`_UrnModel.evaluate`, forward), the best
 single change of a policy within a slack (:meth:`_UrnModel.best_flip`), and
 the budget search that meets a disagreement δ (:func:`_meet_budget`: bisection
 on λ, then the randomised optimum between the two bracketing policies).
-Compiled loops (numba) over a padded layout do the work; the rule and the
+Compiled loops (numba) over a compact layout (one cell per vote vector) do the work; the rule and the
 validation of its arguments are in :mod:`ensvote.optimal`.
 """
 
@@ -25,10 +25,11 @@ import numpy as np
 from numba import njit
 
 from ._cache import BoundedCache
-from ._urn import log_levels
+from ._urn import grid, log_levels
 from .rules import decided
 
 _MODELS = BoundedCache("optimal-policy urn models", 16)
+_STATES = BoundedCache("vote vectors of the optimal-policy models", 2)
 
 
 class PolicyValue(NamedTuple):
@@ -47,14 +48,20 @@ class PolicyValue(NamedTuple):
 
 
 # --------------------------------------------------------------------------
-# compiled recursions over the padded levels
+# compiled recursions over the compact levels
 # --------------------------------------------------------------------------
-# Level ``s`` of a model is row ``s`` of a ``(T + 1, (T + 1) ** (l - 1))``
-# array: the first ``l - 1`` counts of a vote vector, row-major with stride
-# ``T + 1``; the level's own block is the counts up to ``s``.  The loops do
-# the very floating-point operations, in the same order, of the level-by-level
-# NumPy recursion they replace (``tests/test_optimal.py`` checks bit equality
-# against it), including NumPy's pairwise summation for the level totals.
+# The vote vectors of all levels are numbered one after the other, level by
+# level (``base[s]`` is the first of level ``s``), and within a level row-major
+# in the first ``l - 1`` counts: ``t_0 = 0 .. s`` with two classes; ``(t_0,
+# t_1)`` with ``t_0 + t_1 <= s`` with three (row ``t_0`` holds ``s + 1 - t_0``
+# vote vectors).  No cell is kept for the grid points that are not vote
+# vectors: ``(T + 1)(T + 2)(T + 3) / 6`` cells in all with three classes
+# instead of the ``(T + 1) ** 3`` of a padded layout.  The loops do the very
+# floating-point operations, in the same order, of the level-by-level NumPy
+# recursion they replace (``tests/test_optimal_kernels.py`` checks bit
+# equality against it), including NumPy's pairwise summation of the level
+# totals over the level's square grid of ``(s + 1) ** (l - 1)`` points (the
+# points that are not vote vectors add zeros).
 @njit(cache=True, nogil=True)
 def _leaf_sum(a, lo, n):
     """NumPy's pairwise summation of ``a[lo:lo + n]`` for ``n <= 128``: eight running sums."""
@@ -121,81 +128,127 @@ def _pairwise_sum(a, lo, n):
 
 
 @njit(cache=True, nogil=True)
-def _offsets(W, d):
-    """Padded offset of ``t + e_i`` from ``t`` (one level up), per class ``i``."""
-    off = np.zeros(d + 1, dtype=np.int64)
-    if d == 1:
-        off[0] = 1
-    else:
-        off[0], off[1] = W, 1
-    return off
+def _level_base(T, d):
+    """The first cell of each level ``s = 0 .. T``, and one past the last (length ``T + 2``)."""
+    base = np.zeros(T + 2, dtype=np.int64)
+    for s in range(T + 1):
+        base[s + 1] = base[s] + (s + 1 if d == 1 else (s + 1) * (s + 2) // 2)
+    return base
 
 
-# In the loops, level ``s`` is walked row-major as ``rows(m) x m`` cells with
-# ``m = s + 1``: ``rows = m`` for three classes (cell ``a W + b``), one row for two.
 @njit(cache=True, nogil=True)
-def _solve_kernel(trans, loss, valid, T, d, price, stops):
-    W = T + 1
-    off = _offsets(W, d)
-    V = np.zeros(trans.shape[2])
-    V2 = np.zeros(trans.shape[2])
+def _cell_states(T, d, base):
+    """The vote vector of every cell (int32, shape ``(n_cells, d + 1)``)."""
+    out = np.empty((base[T + 1], d + 1), dtype=np.int32)
+    f = 0
+    for s in range(T + 1):
+        for a in range(s + 1):
+            if d == 1:
+                out[f, 0], out[f, 1] = a, s - a
+                f += 1
+            else:
+                for b in range(s + 1 - a):
+                    out[f, 0], out[f, 1], out[f, 2] = a, b, s - a - b
+                    f += 1
+    return out
+
+
+def _states(T, l):
+    """:func:`_cell_states` of ``T`` and ``l``, kept (every prior's model of the same size shares them)."""
+    states = _STATES.get((T, l))
+    if states is None:
+        states = _cell_states(T, l - 1, _level_base(T, l - 1))
+        states.setflags(write=False)
+        _STATES[(T, l)] = states
+    return states
+
+
+# In the loops, level ``s`` is walked row by row (one row with two classes,
+# row ``a = t_0`` of ``n = s + 1 - a`` cells with three), ``f`` the cell and
+# ``g`` the first cell of the same row one level up, so that the vote vector
+# one vote for class ``i`` further is cell ``g + b + o_i`` with ``o = (1, 0)``
+# for two classes and ``o = (n + 1, 1, 0)`` for three (the next row of level
+# ``s + 1`` starts ``n + 1`` cells after ``g``).  Each cell passes its mass to
+# the three (two) cells above it in class order; a cell above receives class
+# 0's part before class 1's before class 2's, as when the classes are pushed
+# one after the other.
+@njit(cache=True, nogil=True)
+def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
+    V = np.zeros(base[T + 1] - base[T])  # the level above, by its cells: level T, nothing more to pay
+    V2 = np.zeros(base[T + 1] - base[T])
     stops[:] = False
-    stops[T] = valid[T]
+    for f in range(base[T], base[T + 1]):
+        stops[f] = valid[f]
     for s in range(T - 1, -1, -1):
         m = s + 1
+        f, k, g = base[s], 0, 0
         for a in range(m if d == 2 else 1):
-            for b in range(m):
-                f = a * W + b
+            n = m - a if d == 2 else m
+            o0 = n + 1 if d == 2 else 1
+            for b in range(n):
                 acc = 0.0
-                for i in range(d + 1):
-                    acc += trans[s, i, f] * V[f + off[i]]
+                acc += trans[f, 0] * V[g + b + o0]
+                if d == 2:
+                    acc += trans[f, 1] * V[g + b + 1]
+                    acc += trans[f, 2] * V[g + b]
+                else:
+                    acc += trans[f, 1] * V[g + b]
                 c = 1.0 + acc
-                stop = s > 0 and valid[s, f] and price * loss[s, f] <= c
-                stops[s, f] = stop
-                V2[f] = price * loss[s, f] if stop else c
+                stop = s > 0 and valid[f] and price * loss[f] <= c
+                stops[f] = stop
+                V2[k] = price * loss[f] if stop else c
+                f += 1
+                k += 1
+            g += n + 1
         V, V2 = V2, V
     return V[0]
 
 
 @njit(cache=True, nogil=True)
-def _evaluate_kernel(trans, loss, stops, T, d, rs_level, rs_cell, rs_prob):
-    W = T + 1
-    N = trans.shape[2]
-    off = _offsets(W, d)
-    reach, nxt, cont = np.zeros(N), np.zeros(N), np.zeros(N)
-    go, lost = np.empty(N), np.empty(N)
+def _evaluate_kernel(trans, loss, stops, base, T, d, rs_cell, rs_prob):
+    reach = np.zeros(base[T + 1] - base[T])  # the level's cells
+    nxt = np.zeros(base[T + 1] - base[T])  # the level above
+    side = T + 1 if d == 2 else 1
+    go, lost = np.empty(side * (T + 1)), np.empty(side * (T + 1))  # a level on its square grid
     reach[0] = 1.0
     members = disagreement = 0.0
     for s in range(T):
         m = s + 1
-        rows = m if d == 2 else 1
-        k = 0
-        for a in range(rows):
-            for b in range(m):
-                f = a * W + b
-                p = 1.0 if stops[s, f] else 0.0
-                if s == rs_level and f == rs_cell:
+        nxt[:base[s + 2] - base[s + 1]] = 0.0
+        f, k, g = base[s], 0, 0
+        for a in range(m if d == 2 else 1):
+            n = m - a if d == 2 else m
+            o0 = n + 1 if d == 2 else 1
+            q = a * m
+            for b in range(n):
+                p = 1.0 if stops[f] else 0.0
+                if f == rs_cell:
                     p = rs_prob
-                go[k] = reach[f] * (1.0 - p)
-                lost[k] = reach[f] * p * loss[s, f]
-                cont[f] = go[k]
+                r = reach[k]
+                c = r * (1.0 - p)
+                go[q + b] = c
+                lost[q + b] = r * p * loss[f]
+                nxt[g + b + o0] += c * trans[f, 0]
+                if d == 2:
+                    nxt[g + b + 1] += c * trans[f, 1]
+                    nxt[g + b] += c * trans[f, 2]
+                else:
+                    nxt[g + b] += c * trans[f, 1]
+                f += 1
                 k += 1
+            for b in range(n, m):  # grid points that are not vote vectors (three classes)
+                go[q + b] = 0.0
+                lost[q + b] = 0.0
+            g += n + 1
+        reach, nxt = nxt, reach
+        k = m * m if d == 2 else m
         members += _pairwise_sum(go, 0, k)
         disagreement += _pairwise_sum(lost, 0, k)
-        for a in range(m + 1 if d == 2 else 1):
-            for b in range(m + 1):
-                nxt[a * W + b] = 0.0
-        for i in range(d + 1):
-            for a in range(rows):
-                for b in range(m):
-                    f = a * W + b
-                    nxt[f + off[i]] += cont[f] * trans[s, i, f]
-        reach, nxt = nxt, reach
     return members, disagreement
 
 
 @njit(cache=True, nogil=True)
-def _flip_kernel(trans, loss, valid, stops, T, d, slack):
+def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
     """The vote vector whose stop saves the most members within ``slack`` more disagreement.
 
     A forward pass gives the probability of reaching each vote vector, a
@@ -206,54 +259,69 @@ def _flip_kernel(trans, loss, valid, stops, T, d, slack):
     vote vectors where the policy goes on (not at the first or the last
     level) with ``dd <= slack`` and ``dn < -1e-12``, the one with the least
     ``dn`` (the first, level by level and row-major, on ties) is returned as
-    ``(level, cell)``, or ``(-1, -1)`` if there is none.
+    its cell, or ``-1`` if there is none.
     """
-    W = T + 1
-    N = trans.shape[2]
-    off = _offsets(W, d)
-    reach = np.zeros((T + 1, N))
-    reach[0, 0] = 1.0
-    cont = np.zeros(N)
+    N = loss.shape[0]
+    reach = np.zeros(N)
+    reach[0] = 1.0
     for s in range(T):
         m = s + 1
-        rows = m if d == 2 else 1
-        for a in range(rows):
-            for b in range(m):
-                f = a * W + b
-                cont[f] = reach[s, f] * (1.0 - (1.0 if stops[s, f] else 0.0))
-        for i in range(d + 1):
-            for a in range(rows):
-                for b in range(m):
-                    f = a * W + b
-                    reach[s + 1, f + off[i]] += cont[f] * trans[s, i, f]
-    nval, dval = np.zeros(N), np.zeros(N)
-    nval2, dval2 = np.zeros(N), np.zeros(N)
-    best, best_s, best_f = np.inf, -1, -1
+        f, g = base[s], base[s + 1]
+        for a in range(m if d == 2 else 1):
+            n = m - a if d == 2 else m
+            o0 = n + 1 if d == 2 else 1
+            for b in range(n):
+                c = reach[f] * (1.0 - (1.0 if stops[f] else 0.0))
+                reach[g + b + o0] += c * trans[f, 0]
+                if d == 2:
+                    reach[g + b + 1] += c * trans[f, 1]
+                    reach[g + b] += c * trans[f, 2]
+                else:
+                    reach[g + b] += c * trans[f, 1]
+                f += 1
+            g += n + 1
+    L = base[T + 1] - base[T]
+    nval, dval = np.zeros(L), np.zeros(L)  # the level above, by its cells: level T, nothing more to come
+    nval2, dval2 = np.zeros(L), np.zeros(L)
+    best, best_f = np.inf, -1
     for s in range(T - 1, -1, -1):
         m = s + 1
         level_best, level_f = np.inf, -1
+        f, k, g = base[s], 0, 0
         for a in range(m if d == 2 else 1):
-            for b in range(m):
-                f = a * W + b
+            n = m - a if d == 2 else m
+            o0 = n + 1 if d == 2 else 1
+            for b in range(n):
                 n_acc = 0.0
                 d_go = 0.0
-                for i in range(d + 1):
-                    n_acc += trans[s, i, f] * nval[f + off[i]]
-                for i in range(d + 1):
-                    d_go += trans[s, i, f] * dval[f + off[i]]
+                n_acc += trans[f, 0] * nval[g + b + o0]
+                if d == 2:
+                    n_acc += trans[f, 1] * nval[g + b + 1]
+                    n_acc += trans[f, 2] * nval[g + b]
+                else:
+                    n_acc += trans[f, 1] * nval[g + b]
+                d_go += trans[f, 0] * dval[g + b + o0]
+                if d == 2:
+                    d_go += trans[f, 1] * dval[g + b + 1]
+                    d_go += trans[f, 2] * dval[g + b]
+                else:
+                    d_go += trans[f, 1] * dval[g + b]
                 n_go = 1.0 + n_acc
-                if s > 0 and valid[s, f] and not stops[s, f]:
-                    dn = -reach[s, f] * n_go
-                    dd = reach[s, f] * (loss[s, f] - d_go)
+                if s > 0 and valid[f] and not stops[f]:
+                    dn = -reach[f] * n_go
+                    dd = reach[f] * (loss[f] - d_go)
                     if dd <= slack and dn < -1e-12 and dn < level_best:
                         level_best, level_f = dn, f
-                nval2[f] = 0.0 if stops[s, f] else n_go
-                dval2[f] = loss[s, f] if stops[s, f] else d_go
+                nval2[k] = 0.0 if stops[f] else n_go
+                dval2[k] = loss[f] if stops[f] else d_go
+                f += 1
+                k += 1
+            g += n + 1
         if level_f >= 0 and level_best <= best:  # an earlier level wins a tie
-            best, best_s, best_f = level_best, s, level_f
+            best, best_f = level_best, level_f
         nval, nval2 = nval2, nval
         dval, dval2 = dval2, dval
-    return best_s, best_f
+    return best_f
 
 
 # --------------------------------------------------------------------------
@@ -262,15 +330,17 @@ def _flip_kernel(trans, loss, valid, stops, T, d, slack):
 class _UrnModel:
     """Everything the Bellman recursion needs, for every vote vector, level by level.
 
-    Level ``s`` (``s`` votes seen) is built as arrays of shape ``(s + 1,) * (l - 1)``
-    indexed by the first ``l - 1`` counts; the last count is ``s`` minus their
-    sum, and entries where that is negative are invalid.  Once built, the
-    levels are kept padded, level ``s`` as row ``s`` of one array (the layout
-    of the compiled loops above; :meth:`level` recovers a level's block).  Per level:
+    Level ``s`` (``s`` votes seen) comes from the urn's recursion as arrays of
+    shape ``(s + 1,) * (l - 1)`` indexed by the first ``l - 1`` counts; the
+    last count is ``s`` minus their sum, and grid points where it is negative
+    are not vote vectors.  Only the vote vectors are kept, one cell each, in
+    the compact layout of the compiled loops above (``base[s]`` is level
+    ``s``'s first cell; :meth:`level` puts a level back on its grid).  Per cell:
 
-    * ``valid``: the vote vector exists and has positive probability under the prior;
+    * ``valid``: the vote vector has positive probability under the prior;
     * ``loss``: ``d(t) = P(full majority != current majority | t)``;
-    * ``trans[i]``: ``p_i(t)``, the probability that the next vote is for class ``i``.
+    * ``trans[:, i]``: ``p_i(t)``, the probability that the next vote is for class ``i``
+      (levels ``0 .. T - 1``).
 
     From the urn's recursion (:func:`ensvote._urn.log_levels`): the
     marginal probability ``q(t)`` of the vote vector ``t`` and its parts
@@ -282,65 +352,71 @@ class _UrnModel:
     def __init__(self, T, support, probs):
         self.T = T
         self.l = l = support.shape[1]
-        self.valid, self.loss, self.trans, self.counts = ([None] * (T + 1) for _ in range(4))
-        for s, t, logq, logr, terms in log_levels(T, support, probs):
+        self.base = base = _level_base(T, l - 1)
+        self.trans = np.zeros((int(base[T]), l))
+        self.loss = np.zeros(int(base[T + 1]))
+        self.valid = np.zeros(int(base[T + 1]), dtype=bool)
+        states = _states(T, l)
+        for s, _, logq, logr, terms in log_levels(T, support, probs):
+            # the level's vote vectors (cells) only, then element by element as on the level's grid
+            cells = slice(base[s], base[s + 1])
+            on = self._on(s)
+            logq = logq[on]
+            ok = np.isfinite(logq)
             if terms is not None:
                 # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))
                 with np.errstate(invalid="ignore"):
-                    trans = np.exp(terms[:, 0] - np.log(s + 1.0) - logq)
-                self.trans[s] = np.where(np.isfinite(logq) & (t[-1] >= 0), trans, 0.0)
-            self._store(s, t, logq, logr)
-        # the padded layout the compiled loops use (see above); level s is row s
-        W, d = T + 1, l - 1
-        block = [(slice(0, s + 1),) * d for s in range(T + 1)]
-        trans = np.zeros((T, l, W ** d))
-        loss = np.zeros((T + 1, W ** d))
-        valid = np.zeros((T + 1, W ** d), dtype=bool)
-        for s in range(T + 1):
-            loss[s].reshape((W,) * d)[block[s]] = self.loss[s]
-            valid[s].reshape((W,) * d)[block[s]] = self.valid[s]
-            if s < T:
-                trans[s].reshape((l,) + (W,) * d)[(slice(None),) + block[s]] = self.trans[s]
-        self.trans, self.loss, self.valid = trans, loss, valid
+                    trans = np.exp(terms[:, 0][:, on] - np.log(s + 1.0) - logq)
+                self.trans[cells] = np.where(ok, trans, 0.0).T
+            # d(t): the parts r_c(t) of the classes c other than the current majority (lowest index on ties)
+            cur = np.argmax(states[cells], axis=1)
+            others = np.where(np.arange(l)[:, None] == cur[None], -np.inf, logr[:, on])
+            with np.errstate(invalid="ignore"):
+                loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
+            self.valid[cells], self.loss[cells] = ok, np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
         self._policies, self._policies_lock = OrderedDict(), threading.Lock()
 
-    def _store(self, s, t, logq, logr):
+    def _on(self, s):
+        """The grid points of level ``s`` that are vote vectors (a boolean array of the grid's shape)."""
         shp = (s + 1,) * (self.l - 1)
-        full = np.stack([np.broadcast_to(g, shp) for g in t])
-        ok = np.isfinite(logq) & (full[-1] >= 0)
-        cur = np.argmax(full, axis=0)
-        others = np.where(np.arange(self.l)[(slice(None),) + (None,) * len(shp)] == cur[None], -np.inf, logr)
-        with np.errstate(invalid="ignore"):
-            loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
-        self.valid[s] = ok
-        self.loss[s] = np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
-        self.counts[s] = full
+        return np.broadcast_to(grid(s, self.l)[-1] >= 0, shp)
 
     # ------------------------------------------------------------------
-    # A policy is a boolean array ``stops`` of shape ``(T + 1, (T + 1) ** (l - 1))``:
-    # row ``s`` says where level ``s`` stops (False outside the level's block).
+    # A policy is a boolean array ``stops`` over the cells: where it stops; a vote vector is its cell.
     def level(self, x, s):
-        """The block of level ``s`` of a padded row ``x``, shaped ``(s + 1,) * (l - 1)``."""
-        d = self.l - 1
-        return x.reshape((self.T + 1,) * d)[(slice(0, s + 1),) * d]
-
-    def pad(self, levels):
-        """Stop masks given level by level (shapes ``(s + 1,) * (l - 1)``) as a padded policy."""
-        out = np.zeros(self.valid.shape, dtype=bool)
-        for s, x in enumerate(levels):
-            self.level(out[s], s)[...] = x
+        """Level ``s`` of a per-cell array ``x`` on its grid ``(s + 1,) * (l - 1)`` (zero off the vote vectors)."""
+        part = x[self.base[s]:self.base[s + 1]]
+        out = np.zeros((s + 1,) * (self.l - 1) + part.shape[1:], dtype=part.dtype)
+        out[self._on(s)] = part
         return out
 
-    def state_counts(self, s, cell):
-        """The vote vector at padded index ``cell`` of level ``s``."""
-        W = self.T + 1
-        first = [cell] if self.l == 2 else [cell // W, cell % W]
-        return np.array(first + [s - sum(first)], dtype=np.int64)
+    def from_levels(self, levels):
+        """A policy from its stop masks level by level (shapes ``(s + 1,) * (l - 1)``)."""
+        out = np.zeros(self.valid.shape, dtype=bool)
+        for s, x in enumerate(levels):
+            out[self.base[s]:self.base[s + 1]] = np.asarray(x)[self._on(s)]
+        return out
+
+    def level_states(self, s):
+        """The vote vectors of level ``s``, cell by cell: int64 array of shape ``(n_cells, l)``."""
+        return _states(self.T, self.l)[self.base[s]:self.base[s + 1]].astype(np.int64)
+
+    def cell(self, t):
+        """The cell of the vote vector ``t`` (counts of all ``l`` classes)."""
+        s, a = int(sum(t)), int(t[0])
+        if self.l == 2:
+            return int(self.base[s]) + a
+        return int(self.base[s]) + a * (s + 1) - a * (a - 1) // 2 + int(t[1])
+
+    def state_counts(self, cell):
+        """The vote vector at ``cell``."""
+        s = int(np.searchsorted(self.base, cell, side="right")) - 1
+        return self.level_states(s)[cell - self.base[s]]
 
     def solve(self, price):
         """Bellman recursion at price λ: ``(value at the start, stop policy)``."""
         stops = np.zeros(self.valid.shape, dtype=bool)
-        value = _solve_kernel(self.trans, self.loss, self.valid, self.T, self.l - 1, float(price), stops)
+        value = _solve_kernel(self.trans, self.loss, self.valid, self.base, self.T, self.l - 1, float(price), stops)
         return float(value), stops
 
     #: Bellman policies remembered per model, by price (see :meth:`policy_at`).
@@ -362,7 +438,7 @@ class _UrnModel:
                 self._policies.move_to_end(price)
         if hit is not None:
             packed, value = hit
-            return np.unpackbits(packed, count=self.valid.size).reshape(self.valid.shape).astype(bool), value
+            return np.unpackbits(packed, count=self.valid.size).astype(bool), value
         stops = self.solve(price)[1]
         value = self.evaluate(stops)
         with self._policies_lock:
@@ -374,33 +450,31 @@ class _UrnModel:
     def evaluate(self, stops, random_state=None, stop_prob=0.0):
         """Expected members and disagreement of a policy.
 
-        ``random_state=(s, cell)`` makes the policy stop at that one vote
-        vector with probability ``stop_prob`` instead of following ``stops``.
+        ``random_state=cell`` makes the policy stop at that one vote vector
+        with probability ``stop_prob`` instead of following ``stops``.
         """
-        level, cell = (-1, -1) if random_state is None else random_state
-        members, disagreement = _evaluate_kernel(self.trans, self.loss, stops, self.T, self.l - 1,
-                                                 int(level), int(cell), float(stop_prob))
+        cell = -1 if random_state is None else random_state
+        members, disagreement = _evaluate_kernel(self.trans, self.loss, stops, self.base, self.T, self.l - 1,
+                                                 int(cell), float(stop_prob))
         return PolicyValue(float(members), float(disagreement))
 
     def best_flip(self, stops, slack):
-        """The vote vector ``(s, cell)`` whose stop saves the most members within ``slack``, or None.
+        """The vote vector (cell) whose stop saves the most members within ``slack``, or None.
 
         See ``_flip_kernel``: the exact change of expected members and
         disagreement of stopping at one more vote vector, for all of them in
         one forward and one backward pass.
         """
-        s, cell = _flip_kernel(self.trans, self.loss, self.valid, stops, self.T, self.l - 1, float(slack))
-        return None if s < 0 else (int(s), int(cell))
+        cell = _flip_kernel(self.trans, self.loss, self.valid, stops, self.base, self.T, self.l - 1, float(slack))
+        return None if cell < 0 else int(cell)
 
     def dense(self, stops):
         """A boolean table ``(T + 1,) * l`` of the stop decisions (True at ``sum == T``)."""
-        T, l = self.T, self.l
+        T, l, first = self.T, self.l, self.base[1]  # level 0 (no vote) is not in the table
         table = np.zeros((T + 1,) * l, dtype=bool)
-        for s in range(1, T + 1):
-            full = self.counts[s]
-            ok = full[-1] >= 0
-            decide = self.level(stops[s], s) | (s == T)
-            table[tuple(f[ok] for f in full)] = decide[ok]
+        decide = stops[first:].copy()
+        decide[self.base[T] - first:] = True
+        table.reshape(-1)[np.ravel_multi_index(tuple(_states(T, l)[first:].T), table.shape)] = decide
         return table
 
 
@@ -415,8 +489,8 @@ def _model(T, prior):
 
 
 def _diff_states(a, b, valid):
-    """Vote vectors ``(s, cell)`` where two policies differ (valid states only), level by level, row-major."""
-    return [(int(s), int(c)) for s, c in zip(*np.nonzero((a != b) & valid))]
+    """Vote vectors (cells) where two policies differ (valid states only), level by level, row-major."""
+    return [int(c) for c in np.flatnonzero((a != b) & valid)]
 
 
 def _n_diff(a, b, valid):
@@ -426,8 +500,8 @@ def _n_diff(a, b, valid):
 def _with(stops, states, source):
     """``stops`` with the decisions at ``states`` taken from ``source``."""
     new = stops.copy()
-    for s, c in states:
-        new[s, c] = source[s, c]
+    for c in states:
+        new[c] = source[c]
     return new
 
 
@@ -542,15 +616,10 @@ def evaluate_rule(rule, prior):
     :func:`ensvote.expected_queries` (``method="exact"``).  The caller has
     prepared the rule and checked the size.
     """
-    T, l = prior.T, prior.n_classes
+    T = prior.T
     model = _model(T, prior)
-    levels = [np.zeros((1,) * (l - 1), dtype=bool)]
+    stops = np.zeros(model.valid.shape, dtype=bool)
     for s in range(1, T + 1):
-        full = model.counts[s]
-        ok = full[-1] >= 0
-        mask = np.zeros(ok.shape, dtype=bool)
-        # the level's vote vectors: valid counts summing to s >= 1, so rule.stop() would only check them
-        states = np.ascontiguousarray(np.stack([f[ok] for f in full], axis=-1), dtype=np.int64)
-        mask[ok] = decided(rule, states) | (s == T)
-        levels.append(mask)
-    return model.evaluate(model.pad(levels))
+        # the level's vote vectors: counts summing to s >= 1, so rule.stop() would only check them
+        stops[model.base[s]:model.base[s + 1]] = decided(rule, model.level_states(s)) | (s == T)
+    return model.evaluate(stops)

@@ -67,8 +67,8 @@ __all__ = ["OptimalRule", "PolicyValue", "policy_value", "RowValues", "row_value
            "MAX_OPTIMAL_T", "MAX_PER_ROW_T", "GUARANTEES", "SUPPORTED_CLASSES", "UNIFORM_ROWS"]
 
 #: Largest ensemble size the optimal policy is computed for, per number of classes: its model holds
-#: every vote vector, ``(T + 1) ** l`` of them (a tenth of a second to tens of seconds to build).
-MAX_OPTIMAL_T = {2: 1001, 3: 101}
+#: every vote vector, about ``T ** l / l!`` of them (1.4 million with three classes at ``T = 201``).
+MAX_OPTIMAL_T = {2: 1001, 3: 201}
 #: What the disagreement budget δ bounds: ``"average"`` over the rows under the prior (the budget
 #: mode), ``"per-row"`` every row's, the prior-weighted members minimised (Kalman & Moscovich's
 #: minimixed), or ``"minimax"`` every row's, the worst row's members minimised.
@@ -181,7 +181,7 @@ class OptimalRule(HaltingRule):
     ----------
     T : int
         Size of the full ensemble, at most :data:`MAX_OPTIMAL_T` for its number
-        of classes (1,001 with two, 101 with three).
+        of classes (1,001 with two, 201 with three).
     disagreement : float in (0, 0.5), optional
         The budget δ: expected disagreement with the full ensemble, under the
         prior.  Default 0.01 when ``price`` is not given either.
@@ -332,7 +332,7 @@ class OptimalRule(HaltingRule):
             Out-of-bag vote counts of the training rows (``HaltingClassifier.oob_votes_``).
         T : int
             Size of the full ensemble, at most :data:`MAX_OPTIMAL_T` for its number
-        of classes (1,001 with two, 101 with three).
+        of classes (1,001 with two, 201 with three).
         disagreement : float in (0, 0.5)
             The budget δ.
         n_folds, random_state, resolution, rtol, heldout, uniform_rows
@@ -416,7 +416,7 @@ class OptimalRule(HaltingRule):
             self.boundary_state = None
             self.boundary_stop_probability = None
         else:
-            self.boundary_state = model.state_counts(*sol["state"])
+            self.boundary_state = model.state_counts(sol["state"])
             self.boundary_stop_probability = float(sol["prob"])
         self._key = hashlib.sha256(np.packbits(self._table).tobytes()).hexdigest()
 
@@ -652,7 +652,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
         ``2 * n_folds`` rows must remain.
     T : int
         Size of the full ensemble, at most :data:`MAX_OPTIMAL_T` for its number
-        of classes (1,001 with two, 101 with three).
+        of classes (1,001 with two, 201 with three).
     disagreement : float in (0, 0.5)
         The target δ.
     n_folds : int >= 2

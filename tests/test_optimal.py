@@ -271,12 +271,15 @@ def test_bad_budget_type(bad):
 
 
 def test_unsupported_sizes_and_classes():
-    with pytest.raises(ValueError, match="T <= 1,001 with 2 classes and T <= 101 with 3 classes"):
+    assert MAX_OPTIMAL_T == {2: 1001, 3: 201}
+    with pytest.raises(ValueError, match=r"T <= 1,001 with 2 classes and T <= 201 with 3 classes\); use rule='urn'"):
         OptimalRule(MAX_OPTIMAL_T[2] + 1, 0.01)
-    with pytest.raises(ValueError, match="T=103 is above"):
-        OptimalRule(MAX_OPTIMAL_T[3] + 2, 0.01, n_classes=3)
-    with pytest.raises(ValueError, match="T=103 is above"):
-        ev.policy_value(ev.UrnRule(103), None, n_classes=3)
+    with pytest.raises(ValueError, match=r"T=202 is above .* T <= 201 with 3 classes\); use rule='urn'"):
+        OptimalRule(MAX_OPTIMAL_T[3] + 1, 0.01, n_classes=3)
+    with pytest.raises(ValueError, match="T=203 is above"):
+        ev.policy_value(ev.UrnRule(203), None, n_classes=3)
+    with pytest.raises(ValueError, match="T=202 is above"):  # refused before any prior is estimated
+        OptimalRule.from_oob_votes(np.ones((10, 3), dtype=int), 202)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         OptimalRule(11, 0.01, n_classes=4)
     with pytest.raises(ValueError, match="2 or 3 classes"):
@@ -287,6 +290,14 @@ def test_unsupported_sizes_and_classes():
         policy_value(ev.UrnRule(1003, 0.99), None)
     # within the limit: the policy of a 301-member urn rule, evaluated exactly
     assert 0 < policy_value(ev.UrnRule(301, 0.99), None).members < 301
+
+
+def test_three_classes_up_to_201_members():
+    rule = OptimalRule(MAX_OPTIMAL_T[3], 0.01, n_classes=3)  # uniform prior, the largest size
+    assert rule.table().shape == (202,) * 3 and rule.expected_disagreement <= 0.01
+    assert 1 < rule.optimum_members <= rule.expected_members < 201
+    exact = policy_value(rule, None, n_classes=3)  # the table, evaluated afresh
+    assert (exact.members, exact.disagreement) == (rule.expected_members, rule.expected_disagreement)
 
 
 def test_bad_price_and_both_modes():
@@ -370,8 +381,8 @@ def test_budget_mode_bad_input(binary_data):
             ev.HaltingClassifier(rf, rule="optimal", disagreement=bad).fit(X, y)
     with pytest.raises(TypeError, match="disagreement"):
         ev.HaltingClassifier(rf, rule="optimal", disagreement="1%").fit(X, y)
-    with pytest.raises(ValueError, match="T=103 is above .* T <= 101 with 3 classes"):
-        ev.HaltingClassifier(RandomForestClassifier(103, random_state=0), rule="optimal",
+    with pytest.raises(ValueError, match="T=202 is above .* T <= 201 with 3 classes"):
+        ev.HaltingClassifier(RandomForestClassifier(202, random_state=0), rule="optimal",
                              disagreement=0.01).fit(X, np.arange(len(y)) % 3)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         ev.HaltingClassifier(rf, rule="optimal", disagreement=0.01).fit(X, np.arange(len(y)) % 4)

@@ -1,20 +1,23 @@
 """The compiled Bellman recursions against the level-by-level NumPy recursion, bit for bit.
 
 ``ensvote.optimal`` runs the backward induction, the policy evaluation and
-the one-flip search in numba loops over padded levels.  They promise the
+the one-flip search in numba loops over a compact layout (one cell per vote
+vector, level after level).  They promise the
 very floating-point results of the NumPy formulation (one array per level,
 NumPy's pairwise sums for the level totals), so that a rule, and every
 committed experiment record built from one, does not depend on which of the
 two computed it.  The NumPy formulation is kept here as the reference.
 """
 
+import hashlib
+
 import numpy as np
 import pytest
 
-from ensvote import OptimalRule, clear_caches
+from ensvote import OptimalRule, UrnRule, clear_caches
 from ensvote.confidence import check_prior, uniform_prior
 from ensvote._bellman import _model, _pairwise_sum
-from ensvote.optimal import UNIFORM_ROWS, cross_validated_budget
+from ensvote.optimal import UNIFORM_ROWS, cross_validated_budget, policy_value
 from ensvote.priors import VoteMixture
 
 
@@ -22,11 +25,11 @@ from ensvote.priors import VoteMixture
 # the reference: one NumPy array per level
 # --------------------------------------------------------------------------
 def _levels(model):
-    T, l = model.T, model.l
-    d = l - 1
-    trans = [model.trans[s].reshape((l,) + (T + 1,) * d)[(slice(None),) + (slice(0, s + 1),) * d] for s in range(T)]
-    loss = [model.level(model.loss[s], s) for s in range(T + 1)]
-    valid = [model.level(model.valid[s], s) for s in range(T + 1)]
+    """The model's arrays level by level, on each level's grid ``(s + 1,) * (l - 1)`` (zero off the vote vectors)."""
+    T = model.T
+    trans = [np.moveaxis(model.level(model.trans, s), -1, 0) for s in range(T)]
+    loss = [model.level(model.loss, s) for s in range(T + 1)]
+    valid = [model.level(model.valid, s) for s in range(T + 1)]
     return trans, loss, valid
 
 
@@ -98,9 +101,9 @@ def ref_best_flip(model, stops, slack):
     return None if best is None else (best[1], best[2])
 
 
-def _cell(model, idx):
-    """Padded cell of a level's index tuple."""
-    return int(np.ravel_multi_index(idx, (model.T + 1,) * (model.l - 1)))
+def _cell(model, s, idx):
+    """The model's cell of the vote vector at grid index ``idx`` of level ``s``."""
+    return model.cell(tuple(idx) + (s - sum(idx),))
 
 
 # --------------------------------------------------------------------------
@@ -123,14 +126,14 @@ def model(request):
 
 
 def _random_policies(model, rng, n=4):
-    """Random stop policies (valid states only), level by level and padded."""
+    """Random stop policies (valid states only), level by level and as the model's cells."""
     T = model.T
     _, _, valid = _levels(model)
     for q in np.linspace(0.1, 0.9, n):
         levels = [v & (rng.random(v.shape) < q) for v in valid]
         levels[0][...] = False
         levels[T] = valid[T].copy()
-        yield levels, model.pad(levels)
+        yield levels, model.from_levels(levels)
 
 
 def test_pairwise_sum_is_numpys_sum_bit_for_bit():
@@ -147,26 +150,27 @@ def test_solve_matches_the_numpy_recursion(model, price):
     value, stops = model.solve(price)
     ref_value, ref_stops = ref_solve(model, price)
     assert value == ref_value
-    np.testing.assert_array_equal(stops, model.pad(ref_stops))
+    np.testing.assert_array_equal(stops, model.from_levels(ref_stops))
 
 
 def test_evaluate_matches_the_numpy_recursion(model):
     rng = np.random.default_rng(1)
-    for levels, padded in _random_policies(model, rng):
-        assert tuple(model.evaluate(padded)) == ref_evaluate(model, levels)
+    for levels, cells in _random_policies(model, rng):
+        assert tuple(model.evaluate(cells)) == ref_evaluate(model, levels)
         s = int(rng.integers(0, model.T))
-        idx = tuple(int(rng.integers(0, s + 1)) for _ in range(model.l - 1))
-        got = model.evaluate(padded, random_state=(s, _cell(model, idx)), stop_prob=0.37)
+        states = model.level_states(s)  # a vote vector of level s
+        idx = tuple(int(c) for c in states[rng.integers(len(states))][:-1])
+        got = model.evaluate(cells, random_state=_cell(model, s, idx), stop_prob=0.37)
         assert tuple(got) == ref_evaluate(model, levels, (s, idx), 0.37)
 
 
 def test_best_flip_matches_the_numpy_search(model):
     rng = np.random.default_rng(2)
-    for levels, padded in _random_policies(model, rng):
+    for levels, cells in _random_policies(model, rng):
         for slack in (0.0, 1e-4, 0.01, 1.0):
             ref = ref_best_flip(model, levels, slack)
-            got = model.best_flip(padded, slack)
-            assert got == (None if ref is None else (ref[0], _cell(model, ref[1])))
+            got = model.best_flip(cells, slack)
+            assert got == (None if ref is None else _cell(model, ref[0], ref[1]))
 
 
 def test_fold_fits_are_reused_only_for_a_seed():
@@ -195,3 +199,81 @@ def test_fold_fits_are_reused_only_for_a_seed():
     w = UNIFORM_ROWS / (len(rows) + UNIFORM_ROWS)
     ref = OptimalRule(101, rule.disagreement, prior=VoteMixture(rows, 100).prior(101, uniform=w))
     assert rule.table_key(2) == ref.table_key(2) and rule.expected_members == ref.expected_members
+
+
+# --------------------------------------------------------------------------
+# the rules themselves, as the padded layout built them
+# --------------------------------------------------------------------------
+def _fingerprint(x):
+    """16 hex digits of SHA-256 over a rule's table and (exact) numbers, or over a PolicyValue's numbers."""
+    h = hashlib.sha256()
+    if isinstance(x, OptimalRule):
+        h.update(np.packbits(x.table()).tobytes())
+        b = None if x.boundary_state is None else tuple(int(v) for v in x.boundary_state)
+        vals = (x.expected_members, x.expected_disagreement, x.optimum_members, x.price,
+                x.boundary_stop_probability, x.disagreement)
+    else:
+        b, vals = None, tuple(x)
+    h.update(repr((b, tuple(None if v is None else float(v).hex() for v in vals))).encode())
+    return h.hexdigest()[:16]
+
+
+def _fp_prior(T, l, seed):
+    support, probs = check_prior(uniform_prior(T, l), T)
+    rng = np.random.default_rng(seed)
+    w = rng.gamma(0.3, size=len(probs)) * (rng.random(len(probs)) < 0.8)
+    w[0] += 1e-3
+    return support, w / w.sum()
+
+
+def _fp_votes(T, l, n, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(l, 0.4), n)
+    m = rng.binomial(T, 0.368, n)
+    return np.array([rng.multinomial(k, q) for k, q in zip(m, p)])
+
+
+FINGERPRINT_CASES = {
+    "u3-T30": lambda: OptimalRule(30, 0.01, n_classes=3),
+    "u3-T101": lambda: OptimalRule(101, 0.01, n_classes=3),
+    "u3-T101-d05": lambda: OptimalRule(101, 0.05, n_classes=3),
+    "r3-T30": lambda: OptimalRule(30, 0.02, prior=_fp_prior(30, 3, 1)),
+    "r3-T101": lambda: OptimalRule(101, 0.01, prior=_fp_prior(101, 3, 2)),
+    "price3-T101": lambda: OptimalRule(101, price=20.0, n_classes=3),
+    "members3-T101": lambda: OptimalRule(101, max_members=15, n_classes=3),
+    "pv3-T101": lambda: policy_value(UrnRule(101, 0.99), None, n_classes=3),
+    "pv3-T30": lambda: policy_value(UrnRule(30, 0.95), _fp_prior(30, 3, 3)),
+    "oob3-T30": lambda: OptimalRule.from_oob_votes(_fp_votes(30, 3, 300, 4), 30, 0.01),
+    "u2-T101": lambda: OptimalRule(101, 0.01),
+    "u2-T1001": lambda: OptimalRule(1001, 0.01),
+    "r2-T301": lambda: OptimalRule(301, 0.005, prior=_fp_prior(301, 2, 6)),
+    "members2-T1001": lambda: OptimalRule(1001, max_members=40),
+    "pv2-T1001": lambda: policy_value(UrnRule(1001, 0.99), None),
+}
+#: Produced by the padded layout (commit aa43979, before the compact one), with this module's
+#: ``_fingerprint`` of each case above; also checked then, not kept here because they take 5-20 s:
+#: ``OptimalRule.from_oob_votes(_fp_votes(101, 3, 300, 5), 101, 0.01)``: 467d3e504b11f56f and
+#: ``OptimalRule.from_oob_votes(_fp_votes(1001, 2, 400, 7), 1001, 0.01)``: 10bda436ce341683.
+PADDED_LAYOUT_FINGERPRINTS = {
+    "u3-T30": "e16b96d47ea02263",
+    "u3-T101": "60bfc52624dc8239",
+    "u3-T101-d05": "5c7fee27c4375484",
+    "r3-T30": "0a62aeccf752ac20",
+    "r3-T101": "66fae1d77e138418",
+    "price3-T101": "020696d811b78010",
+    "members3-T101": "581e2053425decec",
+    "pv3-T101": "2e838c59abb03123",
+    "pv3-T30": "e827d3ddb1223cf4",
+    "oob3-T30": "1d3a77d928c73307",
+    "u2-T101": "376ce3d1ef67b041",
+    "u2-T1001": "1ac5266713957429",
+    "r2-T301": "501b82d7c54037df",
+    "members2-T1001": "ff9112f00d2c4a0e",
+    "pv2-T1001": "c30d47f57d6b85e0",
+}
+
+
+@pytest.mark.parametrize("case", list(FINGERPRINT_CASES))
+def test_rules_are_bit_for_bit_those_of_the_padded_layout(case):
+    """Tables, expected members and disagreement, optimum, price and boundary state: exactly as before."""
+    assert _fingerprint(FINGERPRINT_CASES[case]()) == PADDED_LAYOUT_FINGERPRINTS[case]

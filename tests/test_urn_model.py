@@ -107,8 +107,7 @@ def test_the_users_of_the_model_agree(l):
     conf = finite_confidence(t, T, prior=(support, p))
     ok = ~np.isnan(conf)
     np.testing.assert_allclose(table[tuple(t.T)][ok], conf[ok], rtol=1e-11)
-    cells = t[:, 0] if l == 2 else t[:, 0] * (T + 1) + t[:, 1]
-    loss = model.loss[T // 2][cells]
+    loss = model.loss[[model.cell(v) for v in t]]
     np.testing.assert_allclose(loss[ok], 1 - conf[ok], atol=1e-12)
 
 
