@@ -223,6 +223,18 @@ def ydf_predictor(forest, n_features, threads=1):
     return predict
 
 
+def release_threads(n):
+    """Let the process use ``n`` threads again after oneDAL ran with fewer.
+
+    ``daal4py.daalinit(k)`` sets a process-wide limit that also holds numba's
+    threads (and so ensvote's ``n_jobs``) to ``k``: after oneDAL's one-thread
+    timings, ensvote with ``n_jobs=2`` ran on one thread (measured: 0.98x
+    n_jobs=1 after ``daalinit(1)``, 2.1x after ``daalinit(2)``).
+    """
+    if "daal4py" in sys.modules:
+        sys.modules["daal4py"].daalinit(n)
+
+
 _LOADERS = {"onnx": onnx_predictor, "onedal": onedal_predictor, "ydf": ydf_predictor}
 
 
@@ -427,6 +439,7 @@ def main(argv=None):
                                        **RULES["HYPER"]).fit(Xtr, ytr)
             par.predict(Xte[:1000])
             # ensvote with one thread and with n_jobs, in turn; then the engines with n_jobs threads
+            release_threads(n_jobs)
             t, outs = interleaved([lambda: clf.predict(Xte), lambda: par.predict(Xte)], args.repeat)
             assert np.array_equal(outs[0], outs[1])  # identical labels for any n_jobs
             tb, outs = interleaved([lambda f=f: f(Xte) for f in base_n.values()], args.repeat)
