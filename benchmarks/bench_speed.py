@@ -342,7 +342,8 @@ def machine(args, cores):
 
 
 def argv_shown(args):
-    return [f"--rows {args.rows}", f"--repeat {args.repeat}"] + ([f"--trees {args.trees}"] if args.trees != T else [])
+    out = [] if args.out is None else [f"--out {args.out.resolve().relative_to(ROOT) if args.out.resolve().is_relative_to(ROOT) else args.out}"]
+    return [f"--rows {args.rows}", f"--repeat {args.repeat}"] + ([f"--trees {args.trees}"] if args.trees != T else []) + out
 
 
 def main(argv=None):
