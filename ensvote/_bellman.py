@@ -172,6 +172,31 @@ def _states(T, l):
 # the three (two) cells above it in class order; a cell above receives class
 # 0's part before class 1's before class 2's, as when the classes are pushed
 # one after the other.
+@njit(cache=True, nogil=True, inline="always")
+def _push(up, h, o0, c, trans, f, d):
+    """Pass mass ``c`` of cell ``f`` to the cells one vote further, in class order (``h = g + b``: the cell of
+    the last class's vote; see above)."""
+    up[h + o0] += c * trans[f, 0]
+    if d == 2:
+        up[h + 1] += c * trans[f, 1]
+        up[h] += c * trans[f, 2]
+    else:
+        up[h] += c * trans[f, 1]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _expect(V, h, o0, trans, f, d):
+    """``Σ_i p_i(t) V[t + e_i]`` for cell ``f``, summed from 0.0 in class order (``h``: as for :func:`_push`)."""
+    acc = 0.0
+    acc += trans[f, 0] * V[h + o0]
+    if d == 2:
+        acc += trans[f, 1] * V[h + 1]
+        acc += trans[f, 2] * V[h]
+    else:
+        acc += trans[f, 1] * V[h]
+    return acc
+
+
 @njit(cache=True, nogil=True)
 def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
     V = np.zeros(base[T + 1] - base[T])  # the level above, by its cells: level T, nothing more to pay
@@ -186,13 +211,7 @@ def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
             for b in range(n):
-                acc = 0.0
-                acc += trans[f, 0] * V[g + b + o0]
-                if d == 2:
-                    acc += trans[f, 1] * V[g + b + 1]
-                    acc += trans[f, 2] * V[g + b]
-                else:
-                    acc += trans[f, 1] * V[g + b]
+                acc = _expect(V, g + b, o0, trans, f, d)
                 c = 1.0 + acc
                 stop = s > 0 and valid[f] and price * loss[f] <= c
                 stops[f] = stop
@@ -228,12 +247,7 @@ def _evaluate_kernel(trans, loss, stops, base, T, d, rs_cell, rs_prob):
                 c = r * (1.0 - p)
                 go[q + b] = c
                 lost[q + b] = r * p * loss[f]
-                nxt[g + b + o0] += c * trans[f, 0]
-                if d == 2:
-                    nxt[g + b + 1] += c * trans[f, 1]
-                    nxt[g + b] += c * trans[f, 2]
-                else:
-                    nxt[g + b] += c * trans[f, 1]
+                _push(nxt, g + b, o0, c, trans, f, d)
                 f += 1
                 k += 1
             for b in range(n, m):  # grid points that are not vote vectors (three classes)
@@ -272,12 +286,7 @@ def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
             o0 = n + 1 if d == 2 else 1
             for b in range(n):
                 c = reach[f] * (1.0 - (1.0 if stops[f] else 0.0))
-                reach[g + b + o0] += c * trans[f, 0]
-                if d == 2:
-                    reach[g + b + 1] += c * trans[f, 1]
-                    reach[g + b] += c * trans[f, 2]
-                else:
-                    reach[g + b] += c * trans[f, 1]
+                _push(reach, g + b, o0, c, trans, f, d)
                 f += 1
             g += n + 1
     L = base[T + 1] - base[T]
@@ -292,20 +301,8 @@ def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
             for b in range(n):
-                n_acc = 0.0
-                d_go = 0.0
-                n_acc += trans[f, 0] * nval[g + b + o0]
-                if d == 2:
-                    n_acc += trans[f, 1] * nval[g + b + 1]
-                    n_acc += trans[f, 2] * nval[g + b]
-                else:
-                    n_acc += trans[f, 1] * nval[g + b]
-                d_go += trans[f, 0] * dval[g + b + o0]
-                if d == 2:
-                    d_go += trans[f, 1] * dval[g + b + 1]
-                    d_go += trans[f, 2] * dval[g + b]
-                else:
-                    d_go += trans[f, 1] * dval[g + b]
+                n_acc = _expect(nval, g + b, o0, trans, f, d)
+                d_go = _expect(dval, g + b, o0, trans, f, d)
                 n_go = 1.0 + n_acc
                 if s > 0 and valid[f] and not stops[f]:
                     dn = -reach[f] * n_go
