@@ -631,11 +631,7 @@ class ForestArrays:
         self.packed, (self.child, self.feature, self.threshold, self.nan_right, self.is_leaf, self.node_code,
                       self.roots) = pack([(2 * n, np.uint32), (n, np.uint32), (n, np.float32), (n, np.uint32),
                                           (n, np.uint8), (n, np.int32), (len(trees), np.int64)])
-        self.roots[:] = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        self.feature[:] = 0
-        self.nan_right[:] = 0
-        self.is_leaf[:] = 0
-        self.node_code[:] = 0
+        self.roots[:] = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # (the buffer starts zeroed)
         for j, (t, feats, codes) in enumerate(zip(trees, features, leaf_code)):
             a, b = self.roots[j], self.roots[j] + t.node_count
             leaf = t.children_left == -1
@@ -929,8 +925,7 @@ def compile_kernels():
     one_forest, views = pack([(2, np.uint32), (1, np.uint32), (1, np.float32), (1, np.uint32), (1, np.uint8),
                               (1, np.int32), (1, np.int64)])
     views[4][:] = 1  # one tree, its root a leaf
-    for dtype in (np.float32, np.float64):
-        _forest_one(np.zeros(1, dtype=dtype), *args[1:10])
+    for dtype in (np.float32, np.float64):  # the one-row loop (it compiles _forest_one into itself)
         label_one(np.zeros(1, dtype=dtype), one_forest, pack_plan(args[8], args[9], np.zeros(4, dtype=np.int64)))
     # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)
     keys, vals = np.full((4, 1), -1, dtype=np.int64), np.zeros(4, dtype=np.int8)
