@@ -415,9 +415,20 @@ class VoteMixture:
         a, b = np.meshgrid(np.arange(T + 1), np.arange(T + 1), indexing="ij")
         ok = a + b <= T
         support = np.stack([a[ok], b[ok], T - a[ok] - b[ok]], 1).astype(np.int64)
-        logpmf = (special.gammaln(T + 1) - special.gammaln(support + 1).sum(1))[:, None] \
-            + special.xlogy(support[:, None, :], self.grid[None]).sum(-1)
-        pr = np.exp(logpmf) @ g
+        const = special.gammaln(T + 1) - special.gammaln(support + 1).sum(1)
+        # log pmf = const + xlogy(support, grid) summed over the classes, left to right; the terms are
+        # taken from a (T + 1) x m table per class and the support's rows with first count a0 come in
+        # one block (second count 0, 1, ..., T - a0): no (rows, m, 3) array (650 MB at T = 201)
+        k = np.arange(T + 1, dtype=float)[:, None]
+        terms = [special.xlogy(k, self.grid[None, :, j]) for j in range(3)]
+        pmf = np.empty((len(support), len(self.grid)))
+        lo = 0
+        for a0 in range(T + 1):
+            n = T - a0 + 1
+            np.exp(const[lo:lo + n, None] + ((terms[0][a0] + terms[1][:n]) + terms[2][n - 1::-1]),
+                   out=pmf[lo:lo + n])
+            lo += n
+        pr = pmf @ g
         if uniform:
             pr = (1.0 - uniform) * (pr / pr.sum()) + uniform / len(pr)
             return support, pr / pr.sum()

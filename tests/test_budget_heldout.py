@@ -1,11 +1,12 @@
 """The budget mode out of sample: the deconvolved out-of-bag prior and the cross-validated budget."""
 
+import mpmath
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from ensvote.optimal import CrossValidatedBudget, OptimalRule, cross_validated_budget, policy_value
-from ensvote.priors import deconvolved_oob_prior, oob_prior
+from ensvote.priors import VoteMixture, deconvolved_oob_prior, oob_prior
 
 T = 101
 
@@ -90,6 +91,35 @@ def test_deconvolved_prior_three_classes():
     assert np.isclose(probs.sum(), 1.0) and np.all(probs > 0)
     rule = OptimalRule(T, 0.01, prior=(support, probs))
     assert rule.expected_disagreement <= 0.01
+
+
+@pytest.mark.parametrize("T_urn", [1, 2, 17, 60])
+@pytest.mark.parametrize("uniform", [0.0, 0.25])
+def test_three_class_urn_prior_is_the_mixture_of_multinomials_to_the_last_bit(T_urn, uniform):
+    """VoteMixture.prior builds log pmf block by block; the direct (vote vectors x grid x classes) formula agrees bit for bit."""
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet([0.4, 0.4, 0.4], size=120)
+    mix = VoteMixture(np.array([rng.multinomial(rng.integers(3, 40), q) for q in p]), 20)
+    a, b = np.meshgrid(np.arange(T_urn + 1), np.arange(T_urn + 1), indexing="ij")
+    ok = a + b <= T_urn
+    support = np.stack([a[ok], b[ok], T_urn - a[ok] - b[ok]], 1)
+    logpmf = (special.gammaln(T_urn + 1) - special.gammaln(support + 1).sum(1))[:, None] \
+        + special.xlogy(support[:, None, :], mix.grid[None]).sum(-1)
+    pr = np.exp(logpmf) @ mix.weights
+    if uniform:
+        pr = (1.0 - uniform) * (pr / pr.sum()) + uniform / len(pr)
+    keep = pr > 0
+    got_support, got = mix.prior(T_urn, uniform=uniform)
+    np.testing.assert_array_equal(got_support, support[keep])
+    np.testing.assert_array_equal(got, pr[keep] / pr[keep].sum())
+    if not uniform:  # and the formula is the mixture of multinomials (mpmath, 30 digits, a few vote vectors)
+        mpmath.mp.dps = 30
+        for row in support[keep][::max(1, len(got) // 5)]:
+            pmf = [mpmath.factorial(T_urn) * mpmath.fprod(mpmath.mpf(float(q)) ** int(k) / mpmath.factorial(int(k))
+                                                        for q, k in zip(pt, row)) for pt in mix.grid]
+            exact = mpmath.fsum(mpmath.mpf(float(w)) * f for w, f in zip(mix.weights, pmf))
+            i = np.nonzero((got_support == row).all(1))[0][0]
+            assert abs(got[i] * pr[keep].sum() / float(exact) - 1) < 1e-12
 
 
 @pytest.mark.parametrize("votes, kwargs, match", [
