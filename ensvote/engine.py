@@ -1133,7 +1133,7 @@ class TreeEnsemble:
         self._memo_nodes = None  # per node, the code word and increment of its class (code_layout), on first use
         self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
         # the same, stacked in the compiled loop's node order
-        self._proba_nodes = None if leaf_proba is None else np.ascontiguousarray(np.concatenate(self.leaf_proba))
+        self._proba_nodes = None if leaf_proba is None else np.ascontiguousarray(self.arrays.nodes(self.leaf_proba))
 
     # ------------------------------------------------------------------
     def member_votes(self, j, X):
@@ -1452,7 +1452,7 @@ class TreeEnsemble:
 
                 if self._memo_nodes is None:
                     word, stride = code_layout(self.n_members, self.n_classes)
-                    cls = np.concatenate(self.leaf_class)  # the node order of ForestArrays
+                    cls = self.arrays.nodes(self.leaf_class)
                     self._memo_nodes = (word.take(cls), stride.take(cls))
                 code_end, n_queried = kernel.run_forest_lazy(X, self.arrays, *self._memo_nodes, memo, rule, n_jobs)
             res = memo.result(code_end, n_queried, rule)

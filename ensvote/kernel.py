@@ -11,14 +11,15 @@ leaving the loop as soon as its rule stops it.
 Each member's tree is walked from its root to a leaf exactly as
 scikit-learn's ``Tree.apply`` walks dense input (``X`` as float32,
 ``x[feature] <= threshold`` goes left, NaN follows ``missing_go_to_left``),
-but the walk is written for the processor rather than for one row: a level
-down is computed without a branch (the child is picked by index,
-``child[2 * node + go_right]``), and eight rows are walked side by side
-until all eight have reached a leaf (a leaf is its own child, so a row that
-arrives early stays put).  The eight walks are independent, so the processor
-overlaps them instead of stalling on one mispredicted branch after another;
-on the benchmark forests this walks a tree two to three times faster per row
-than ``Tree.apply``.  Rows go through the trees in blocks of :data:`BLOCK`
+but the walk is written for the processor rather than for one row.  The
+nodes are stored level by level with a node's two children side by side
+(:class:`ForestArrays`), so a level down is ``left[node] + go_right``: no
+branch, and the child's index is loaded while the row's value is compared.
+A leaf is its own child, so every row walks its tree's full depth with no
+test of whether it has arrived, eight rows side by side: the eight walks are
+independent, and the processor overlaps them instead of stalling on one
+mispredicted branch after another.  A block without NaN takes a walk that
+does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
 cache); one row (:func:`label_one`) goes straight through.
 
@@ -57,57 +58,106 @@ _LOCK = threading.Lock()
 # compiled loops
 # ---------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
-def _step(X, r, node, child, feature, threshold, nan_right):
-    """One level down from ``node`` for row ``r`` (a leaf is its own child: it stays put)."""
-    v = X[r, feature[node]]
-    go_right = np.uint32(v > threshold[node]) | (np.uint32(np.isnan(v)) & nan_right[node])
-    return child[np.uint32(2) * node + go_right]
+def _step(Xf, p, node, left, feature, threshold):
+    """One level down from ``node`` for the row starting at ``Xf[p]``, which has no NaN (a leaf stays put)."""
+    return left[node] + np.uint32(Xf[p + feature[node]] > threshold[node])
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk(X, r, root, child, feature, threshold, nan_right, is_leaf):
-    """The leaf row ``r`` reaches from ``root``."""
-    node = root
-    while is_leaf[node] == 0:
-        node = _step(X, r, node, child, feature, threshold, nan_right)
+def _step_nan(Xf, p, node, left, feature, threshold, nan_right):
+    """:func:`_step` for a row that may have NaN: a missing value goes right where ``nan_right``."""
+    v = Xf[p + feature[node]]
+    return left[node] + (np.uint32(v > threshold[node]) | (np.uint32(v != v) & nan_right[node]))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _walk(Xf, p, root, left, feature, threshold, nan_right):
+    """The leaf the row starting at ``Xf[p]`` reaches from ``root`` (a leaf is its own left child)."""
+    node = np.uint32(root)
+    while left[node] != node:
+        node = _step_nan(Xf, p, node, left, feature, threshold, nan_right)
     return node
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk8(X, active, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of):
-    """The leaves of rows ``active[i:i + 8]``, walked side by side (see the module docstring)."""
-    r0, r1, r2, r3 = active[i], active[i + 1], active[i + 2], active[i + 3]
-    r4, r5, r6, r7 = active[i + 4], active[i + 5], active[i + 6], active[i + 7]
-    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = root
-    while (is_leaf[n0] & is_leaf[n1] & is_leaf[n2] & is_leaf[n3]
-           & is_leaf[n4] & is_leaf[n5] & is_leaf[n6] & is_leaf[n7]) == 0:
-        n0 = _step(X, r0, n0, child, feature, threshold, nan_right)
-        n1 = _step(X, r1, n1, child, feature, threshold, nan_right)
-        n2 = _step(X, r2, n2, child, feature, threshold, nan_right)
-        n3 = _step(X, r3, n3, child, feature, threshold, nan_right)
-        n4 = _step(X, r4, n4, child, feature, threshold, nan_right)
-        n5 = _step(X, r5, n5, child, feature, threshold, nan_right)
-        n6 = _step(X, r6, n6, child, feature, threshold, nan_right)
-        n7 = _step(X, r7, n7, child, feature, threshold, nan_right)
+def _has_nan(X, rows, n):
+    """Whether any of the rows ``rows[:n]`` of ``X`` has a NaN."""
+    for i in range(n):
+        r = rows[i]
+        acc = False
+        for c in range(X.shape[1]):
+            v = X[r, c]
+            acc |= v != v
+        if acc:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _walk8(Xf, nc, rows, i, root, depth, left, feature, threshold, leaf_of):
+    """The leaves of rows ``rows[i:i + 8]`` (no NaN), walked side by side ``depth`` levels down (see the module
+    docstring)."""
+    p0, p1, p2, p3 = np.uint64(rows[i]) * nc, np.uint64(rows[i + 1]) * nc, np.uint64(rows[i + 2]) * nc, \
+        np.uint64(rows[i + 3]) * nc
+    p4, p5, p6, p7 = np.uint64(rows[i + 4]) * nc, np.uint64(rows[i + 5]) * nc, np.uint64(rows[i + 6]) * nc, \
+        np.uint64(rows[i + 7]) * nc
+    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint32(root)
+    for _ in range(depth):
+        n0 = _step(Xf, p0, n0, left, feature, threshold)
+        n1 = _step(Xf, p1, n1, left, feature, threshold)
+        n2 = _step(Xf, p2, n2, left, feature, threshold)
+        n3 = _step(Xf, p3, n3, left, feature, threshold)
+        n4 = _step(Xf, p4, n4, left, feature, threshold)
+        n5 = _step(Xf, p5, n5, left, feature, threshold)
+        n6 = _step(Xf, p6, n6, left, feature, threshold)
+        n7 = _step(Xf, p7, n7, left, feature, threshold)
     leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0, n1, n2, n3
     leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4, n5, n6, n7
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk_rows(X, rows, n, root, child, feature, threshold, nan_right, is_leaf, leaf_of):
-    """``leaf_of[i]`` = the leaf of the tree at ``root`` that row ``rows[i]`` reaches, ``i < n``: eight rows
-    side by side (:func:`_walk8`), the rest one by one."""
+def _walk8_nan(Xf, nc, rows, i, root, depth, left, feature, threshold, nan_right, leaf_of):
+    """:func:`_walk8` for rows that may have NaN."""
+    p0, p1, p2, p3 = np.uint64(rows[i]) * nc, np.uint64(rows[i + 1]) * nc, np.uint64(rows[i + 2]) * nc, \
+        np.uint64(rows[i + 3]) * nc
+    p4, p5, p6, p7 = np.uint64(rows[i + 4]) * nc, np.uint64(rows[i + 5]) * nc, np.uint64(rows[i + 6]) * nc, \
+        np.uint64(rows[i + 7]) * nc
+    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint32(root)
+    for _ in range(depth):
+        n0 = _step_nan(Xf, p0, n0, left, feature, threshold, nan_right)
+        n1 = _step_nan(Xf, p1, n1, left, feature, threshold, nan_right)
+        n2 = _step_nan(Xf, p2, n2, left, feature, threshold, nan_right)
+        n3 = _step_nan(Xf, p3, n3, left, feature, threshold, nan_right)
+        n4 = _step_nan(Xf, p4, n4, left, feature, threshold, nan_right)
+        n5 = _step_nan(Xf, p5, n5, left, feature, threshold, nan_right)
+        n6 = _step_nan(Xf, p6, n6, left, feature, threshold, nan_right)
+        n7 = _step_nan(Xf, p7, n7, left, feature, threshold, nan_right)
+    leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0, n1, n2, n3
+    leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4, n5, n6, n7
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _walk_rows(X, rows, n, root, depth, left, feature, threshold, nan_right, nan, leaf_of):
+    """``leaf_of[i]`` = the leaf of the tree at ``root`` (``depth`` levels deep) that row ``rows[i]`` reaches,
+    ``i < n``: eight rows side by side (:func:`_walk8`; ``nan``: the rows may have NaN), the rest one by one."""
+    Xf = X.reshape(X.shape[0] * X.shape[1])
+    nc = np.uint64(X.shape[1])
     i = 0
-    while i + 8 <= n:
-        _walk8(X, rows, i, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
-        i += 8
+    if nan:
+        while i + 8 <= n:
+            _walk8_nan(Xf, nc, rows, i, root, depth, left, feature, threshold, nan_right, leaf_of)
+            i += 8
+    else:
+        while i + 8 <= n:
+            _walk8(Xf, nc, rows, i, root, depth, left, feature, threshold, leaf_of)
+            i += 8
     while i < n:
-        leaf_of[i] = _walk(X, rows[i], root, child, feature, threshold, nan_right, is_leaf)
+        leaf_of[i] = _walk(Xf, np.uint64(rows[i]) * nc, root, left, feature, threshold, nan_right)
         i += 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _forest_block(X, a, b, child, feature, threshold, nan_right, is_leaf, node_code, roots, table, check,
+def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
     stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
@@ -116,12 +166,13 @@ def _forest_block(X, a, b, child, feature, threshold, nan_right, is_leaf, node_c
     active = np.arange(a, b)  # rows still voting, in order
     leaf_of = np.empty(m, dtype=np.uint32)
     code = np.zeros(m, dtype=np.int32)  # code[i]: the count code of row active[i]
+    nan = _has_nan(X, active, m)
     n_active = m
     for j in range(T):
         if n_active == 0:
             break
         root = np.uint32(roots[j])
-        _walk_rows(X, active, n_active, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
+        _walk_rows(X, active, n_active, root, depth[j], left, feature, threshold, nan_right, nan, leaf_of)
         if j + 1 < T and check[j + 1]:
             keep = 0
             for i in range(n_active):
@@ -143,26 +194,26 @@ def _forest_block(X, a, b, child, feature, threshold, nan_right, is_leaf, node_c
 
 
 @njit(cache=True, nogil=True)
-def _forest_serial(X, block, child, feature, threshold, nan_right, is_leaf, node_code, roots, table, check,
+def _forest_serial(X, block, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
                    code_end, n_queried):
     n = X.shape[0]
     for a in range(0, n, block):
-        _forest_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, node_code, roots,
+        _forest_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, node_code, roots,
                       table, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forest_parallel(X, block, child, feature, threshold, nan_right, is_leaf, node_code, roots, table, check,
+def _forest_parallel(X, block, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
                      code_end, n_queried):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
-        _forest_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, node_code, roots,
+        _forest_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, node_code, roots,
                       table, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True)
-def _forest_one(x, child, feature, threshold, nan_right, is_leaf, node_code, roots, table, check):
+def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots, table, check):
     """One row ``x`` (float32 or float64, 1-D): ``(code, n_queried)``, or ``(-1, 0)`` if a
     feature is infinite once cast to float32 (the caller then runs the full validation)."""
     x32 = np.empty((1, x.shape[0]), dtype=np.float32)
@@ -172,8 +223,9 @@ def _forest_one(x, child, feature, threshold, nan_right, is_leaf, node_code, roo
             return -1, 0
     T = roots.shape[0]
     code = 0
+    xf = x32.reshape(x32.shape[1])
     for j in range(T):
-        code += node_code[_walk(x32, 0, np.uint32(roots[j]), child, feature, threshold, nan_right, is_leaf)]
+        code += node_code[_walk(xf, np.uint64(0), roots[j], left, feature, threshold, nan_right)]
         if j + 1 < T and check[j + 1] and table[code]:
             return code, j + 1
     return code, T
@@ -213,7 +265,7 @@ def _soft_final(S, i, l, T):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, need, label,
+def _soft_block(X, a, b, left, feature, threshold, nan_right, depth, leaf_proba, roots, eps, need, label,
                 n_queried, total):
     """Soft voting over rows ``a..b-1``: each row's probability sums member by member, in member order
     (the order of scikit-learn's sum), until its leader leads every other class by more than ``need[j]``
@@ -224,12 +276,13 @@ def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_pro
     active = np.arange(a, b)
     leaf_of = np.empty(m, dtype=np.uint32)
     S = np.zeros((m, l))
+    nan = _has_nan(X, active, m)
     n_active = m
     for j in range(T):
         if n_active == 0:
             break
         root = np.uint32(roots[j])
-        _walk_rows(X, active, n_active, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
+        _walk_rows(X, active, n_active, root, depth[j], left, feature, threshold, nan_right, nan, leaf_of)
         R = T - (j + 1)
         keep = 0
         for i in range(n_active):
@@ -251,21 +304,21 @@ def _soft_block(X, a, b, child, feature, threshold, nan_right, is_leaf, leaf_pro
 
 
 @njit(cache=True, nogil=True)
-def _soft_serial(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, need, label,
+def _soft_serial(X, block, left, feature, threshold, nan_right, depth, leaf_proba, roots, eps, need, label,
                  n_queried, total):
     n = X.shape[0]
     for a in range(0, n, block):
-        _soft_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, leaf_proba, roots,
+        _soft_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, leaf_proba, roots,
                     eps, need, label, n_queried, total)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _soft_parallel(X, block, child, feature, threshold, nan_right, is_leaf, leaf_proba, roots, eps, need, label,
+def _soft_parallel(X, block, left, feature, threshold, nan_right, depth, leaf_proba, roots, eps, need, label,
                    n_queried, total):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
-        _soft_block(X, a, min(a + block, n), child, feature, threshold, nan_right, is_leaf, leaf_proba, roots,
+        _soft_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, leaf_proba, roots,
                     eps, need, label, n_queried, total)
 
 
@@ -377,7 +430,7 @@ def _memo_register_paths(keys, vals, block, active, n_act, status, path_off, pat
 
 
 @njit(cache=True, nogil=True)
-def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys, vals,
+def _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys, vals,
                 H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                 active, n_act, code_end, n_queried, waiting):
     """One round of block ``k``: resume the rows that waited for decisions, then walk tree by tree.
@@ -401,6 +454,7 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
     one_word = code.shape[1] == 1
     a = k * block
     m = n_act[k]
+    nan = _has_nan(X, active[a:a + m], m)
     # 1. the rows that waited: their paths, now decided
     for i in range(m):
         r = active[a + i]
@@ -471,8 +525,8 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
             j = pos[queue[nxt]]
             continue
         root = np.uint32(roots[j])
-        _walk_rows(X, todo, nt, root, child, feature, threshold, nan_right, is_leaf, leaf_of)
-        depth = j + 1
+        _walk_rows(X, todo, nt, root, depth[j], left, feature, threshold, nan_right, nan, leaf_of)
+        walked = j + 1
         keep = 0
         for i in range(nt):
             r = todo[i]
@@ -482,7 +536,7 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
             else:
                 code[r, node_word[leaf]] += node_inc[leaf]
             if status[r] == _RUN:
-                if depth == T:
+                if walked == T:
                     status[r] = _DONE
                     n_queried[r] = T
                     code_end[r, :] = code[r, :]
@@ -490,7 +544,7 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
                 d = _memo_get(keys, vals, code[r])
                 if d == 1:
                     status[r] = _DONE
-                    n_queried[r] = depth
+                    n_queried[r] = walked
                     code_end[r, :] = code[r, :]
                     continue
                 if d < 0:  # not memoised: a path starts here
@@ -501,7 +555,7 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
                     path_len[r] = 1
                     if H == 1:
                         status[r] = _WAIT
-                        pos[r] = depth
+                        pos[r] = walked
                         continue
                     status[r] = _SPEC
             else:  # on a path
@@ -509,11 +563,11 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
                 q = path_off[r] + L
                 path[q, :] = code[r, :]
                 path_len[r] = L + 1
-                s = -1 if depth == T else _memo_find(keys, code[r])
+                s = -1 if walked == T else _memo_find(keys, code[r])
                 path_slot[q] = s if s >= 0 else -1
-                if depth == T or L + 1 == H or (s >= 0 and vals[s] == 1):
+                if walked == T or L + 1 == H or (s >= 0 and vals[s] == 1):
                     status[r] = _WAIT
-                    pos[r] = depth
+                    pos[r] = walked
                     continue
             todo[keep] = r
             keep += 1
@@ -537,21 +591,21 @@ def _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node
 
 
 @njit(cache=True, nogil=True)
-def _lazy_serial(X, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys, vals,
+def _lazy_serial(X, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys, vals,
                  H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                  active, n_act, code_end, n_queried, waiting):
     for k in range(n_act.shape[0]):
-        _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys,
+        _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys,
                     vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _lazy_parallel(X, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys, vals,
+def _lazy_parallel(X, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys, vals,
                    H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                    active, n_act, code_end, n_queried, waiting):
     for k in prange(n_act.shape[0]):
-        _lazy_block(X, k, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, keys,
+        _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys,
                     vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
@@ -600,13 +654,20 @@ def _run(serial, parallel, n_rows, n_jobs, args):
 class ForestArrays:
     """The node arrays of a fitted forest's trees, flattened once (at ``fit``) for the loops.
 
-    Node ``k`` of member ``j`` is node ``roots[j] + k``.  ``child[2 * node]``
-    and ``child[2 * node + 1]`` are its left and right children (global
-    indices; a leaf is its own child, and ``is_leaf`` marks it); ``feature``
-    is the column of the full ``X`` (a bagging member's feature subset
-    already applied).  ``threshold`` is the tree's float64 threshold rounded
-    down to float32: for every float32 value ``v``, ``v <= threshold`` exactly
-    when scikit-learn's ``float64(v) <= threshold`` holds, so the walk is
+    Member ``j``'s nodes are ``roots[j]`` onwards, level by level from its
+    root (breadth first), the two children of a node side by side: the left
+    child of ``node`` is ``left[node]`` and the right one ``left[node] + 1``,
+    so a level down is ``left[node] + go_right``, and the walk loads the
+    child's index while it compares.  A leaf is its own left child, with
+    threshold +inf (every value, NaN included, goes left: it stays put), so
+    ``depth[j]`` steps from the root reach a leaf whatever the row.
+    ``order[k]`` is node ``k``'s index in the trees' own order (member after
+    member, each tree's nodes as scikit-learn numbers them): per-node arrays
+    given in that order are put in this one by :meth:`nodes`.  ``feature`` is
+    the column of the full ``X`` (a bagging member's feature subset already
+    applied).  ``threshold`` is the tree's float64 threshold rounded down to
+    float32: for every float32 value ``v``, ``v <= threshold`` exactly when
+    scikit-learn's ``float64(v) <= threshold`` holds, so the walk is
     scikit-learn's.  ``nan_right`` is 1 where a missing value goes right
     (``missing_go_to_left`` False).  ``node_code[k]`` is the code increment of
     the class the leaf votes for (0 at inner nodes).
@@ -628,22 +689,48 @@ class ForestArrays:
             raise ValueError(f"the forest has {n:,} nodes; the compiled loop indexes them with 32 bits")
         # the arrays are views of one buffer (``packed``), so that one row's call hands the loop one array
         # instead of seven (each array a compiled function takes costs about 0.15 µs to pass)
-        self.packed, (self.child, self.feature, self.threshold, self.nan_right, self.is_leaf, self.node_code,
-                      self.roots) = pack([(2 * n, np.uint32), (n, np.uint32), (n, np.float32), (n, np.uint32),
-                                          (n, np.uint8), (n, np.int32), (len(trees), np.int64)])
-        self.roots[:] = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # (the buffer starts zeroed)
-        for j, (t, feats, codes) in enumerate(zip(trees, features, leaf_code)):
-            a, b = self.roots[j], self.roots[j] + t.node_count
-            leaf = t.children_left == -1
-            own = np.arange(a, b)
-            self.child[2 * a:2 * b:2] = np.where(leaf, own, t.children_left + a)
-            self.child[2 * a + 1:2 * b:2] = np.where(leaf, own, t.children_right + a)
-            f = np.where(leaf, 0, t.feature)
+        self.packed, (self.left, self.feature, self.threshold, self.nan_right, self.depth, self.node_code,
+                      self.roots) = pack([(n, np.uint32), (n, np.uint32), (n, np.float32), (n, np.uint32),
+                                          (len(trees), np.int64), (n, np.int32), (len(trees), np.int64)])
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each tree's root in the trees' own order
+        cl = np.concatenate([np.where(t.children_left == -1, -1, t.children_left + a) for t, a in zip(trees, first)])
+        cr = np.concatenate([np.where(t.children_right == -1, -1, t.children_right + a)
+                             for t, a in zip(trees, first)])
+        tree_of = np.repeat(np.arange(len(trees)), sizes)
+        # breadth first, all trees at once: a level's inner nodes' children, in the parents' order, in pairs
+        levels, frontier, level = [first], first, 0
+        node_depth = np.zeros(n, dtype=np.int64)
+        while True:
+            inner = frontier[cl[frontier] >= 0]
+            if not len(inner):
+                break
+            frontier = np.stack([cl[inner], cr[inner]], axis=1).ravel()
+            level += 1
+            node_depth[frontier] = level
+            levels.append(frontier)
+        order = np.concatenate(levels)
+        self.order = order = order[np.argsort(tree_of[order], kind="stable")]  # member by member
+        new = np.empty(n, dtype=np.int64)
+        new[order] = np.arange(n)
+        self.roots[:] = new[first]  # (the buffer starts zeroed)
+        leaf = cl[order] < 0
+        self.left[:] = np.where(leaf, np.arange(n), new[np.maximum(cl[order], 0)])
+        self.depth[:] = np.maximum.reduceat(node_depth[order], self.roots)
+        feature = np.concatenate([t.feature for t in trees])[order]
+        self.feature[:] = 0
+        for j, feats in enumerate(features):  # a bagging member's columns of the full X
+            a, b = self.roots[j], self.roots[j] + sizes[j]
+            f = np.where(leaf[a:b], 0, feature[a:b])
             self.feature[a:b] = f if feats is None else np.asarray(feats)[f]
-            self.threshold[a:b] = np.where(leaf, np.float32(np.inf), _round_down_float32(t.threshold))
-            self.nan_right[a:b] = ~leaf & ~np.asarray(t.missing_go_to_left, dtype=bool)
-            self.is_leaf[a:b] = leaf
-            self.node_code[a:b] = np.where(leaf, codes, 0)
+        threshold = np.concatenate([t.threshold for t in trees])[order]
+        self.threshold[:] = np.where(leaf, np.float32(np.inf), _round_down_float32(threshold))
+        go_left = np.concatenate([np.asarray(t.missing_go_to_left, dtype=bool) for t in trees])[order]
+        self.nan_right[:] = ~leaf & ~go_left
+        self.node_code[:] = np.where(leaf, self.nodes(leaf_code), 0)
+
+    def nodes(self, per_tree):
+        """Per-node arrays given tree by tree (each in scikit-learn's node order), stacked in this node order."""
+        return np.concatenate(per_tree)[self.order]
 
     @property
     def n_nodes(self):
@@ -654,7 +741,7 @@ class ForestArrays:
         return sum(a.nbytes for a in self.args())
 
     def args(self):
-        return (self.child, self.feature, self.threshold, self.nan_right, self.is_leaf, self.node_code,
+        return (self.left, self.feature, self.threshold, self.nan_right, self.depth, self.node_code,
                 self.roots)
 
 
@@ -703,8 +790,9 @@ def label_one(x, forest, plan):
     f = forest[:_PACK_HEADER].view(np.int64)
     p = plan[:_PACK_HEADER].view(np.int64)
     code, _ = _forest_one(x, forest[f[0]:f[1]].view(np.uint32), forest[f[2]:f[3]].view(np.uint32),
-                          forest[f[4]:f[5]].view(np.float32), forest[f[6]:f[7]].view(np.uint32), forest[f[8]:f[9]],
-                          forest[f[10]:f[11]].view(np.int32), forest[f[12]:f[13]].view(np.int64),
+                          forest[f[4]:f[5]].view(np.float32), forest[f[6]:f[7]].view(np.uint32),
+                          forest[f[8]:f[9]].view(np.int64), forest[f[10]:f[11]].view(np.int32),
+                          forest[f[12]:f[13]].view(np.int64),
                           plan[p[0]:p[1]].view(np.bool_), plan[p[2]:p[3]].view(np.bool_))
     return -1 if code < 0 else plan[p[4]:p[5]].view(np.int64)[code]
 
@@ -797,7 +885,7 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None, need=None):
     if n:
         f = forest
         _run(_soft_serial, _soft_parallel, n, n_jobs,
-             (X32, _block(n, n_jobs), f.child, f.feature, f.threshold, f.nan_right, f.is_leaf, leaf_proba, f.roots,
+             (X32, _block(n, n_jobs), f.left, f.feature, f.threshold, f.nan_right, f.depth, leaf_proba, f.roots,
               soft_margin(len(f.roots)), need, label, n_queried, total))
     return label, n_queried, total
 
@@ -861,7 +949,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
     n, w, T = X32.shape[0], memo.n_words, len(forest.roots)
     code_end = np.zeros((n, w), dtype=np.int64)
     n_queried = np.zeros(n, dtype=np.int64)
-    child, feature, threshold, nan_right, is_leaf, _, roots = forest.args()
+    left, feature, threshold, nan_right, depth, _, roots = forest.args()
     step = max(1, min(LAZY_ROWS, memo.max_entries // 2, PATH_ENTRIES // w))
     for c0 in range(0, n, step):
         m = min(step, n - c0)
@@ -885,7 +973,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
             path, path_slot = np.empty((n_live * H, w), dtype=np.int64), np.empty(n_live * H, dtype=np.int64)
             base = H * (np.cumsum(n_act) - n_act)
             _run(_lazy_serial, _lazy_parallel, n_live, n_jobs,  # threads for the rows still voting
-                 (X, block, child, feature, threshold, nan_right, is_leaf, node_word, node_inc, roots, memo.keys,
+                 (X, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, memo.keys,
                   memo.vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                   path_slot, base, active, n_act, code_end[c0:c0 + m], n_queried[c0:c0 + m], waiting))
             if not waiting[:, 0].any():
@@ -914,17 +1002,17 @@ def compile_kernels():
     X = np.zeros((1, 1), dtype=np.float32)
     i64 = np.zeros(1, dtype=np.int64)
     i32 = np.zeros(1, dtype=np.int32)
-    forest = (np.zeros(2, dtype=np.uint32), np.zeros(1, dtype=np.uint32), np.full(1, np.inf, dtype=np.float32),
-              np.zeros(1, dtype=np.uint32), np.ones(1, dtype=np.uint8), i32.copy(), i64.copy())
+    forest = (np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.uint32), np.full(1, np.inf, dtype=np.float32),
+              np.zeros(1, dtype=np.uint32), i64.copy(), i32.copy(), i64.copy())  # one tree, its root a leaf
     args = (X,) + forest + (np.zeros(4, dtype=np.bool_), np.zeros(2, dtype=np.bool_), np.zeros(1, dtype=np.int32),
                             np.zeros(1, dtype=np.int64))
     for a in args[8:10]:  # the stop tables are read-only (a numba type of their own)
         a.setflags(write=False)
     _forest_serial(args[0], BLOCK, *args[1:])
     _forest_parallel(args[0], BLOCK, *args[1:])
-    one_forest, views = pack([(2, np.uint32), (1, np.uint32), (1, np.float32), (1, np.uint32), (1, np.uint8),
+    one_forest, views = pack([(1, np.uint32), (1, np.uint32), (1, np.float32), (1, np.uint32), (1, np.int64),
                               (1, np.int32), (1, np.int64)])
-    views[4][:] = 1  # one tree, its root a leaf
+    views[2][:] = np.inf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the one-row loop (it compiles _forest_one into itself)
         label_one(np.zeros(1, dtype=dtype), one_forest, pack_plan(args[8], args[9], np.zeros(4, dtype=np.int64)))
     # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)

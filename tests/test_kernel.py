@@ -145,6 +145,43 @@ def test_kernel_routes_missing_values_as_the_trees_do():
     assert np.array_equal(one, clf.classes_[ref.labels[:100]])
 
 
+def test_blocks_with_and_without_missing_values_each_walk_as_the_trees_do(monkeypatch):
+    """A block with no NaN takes the walk that does not test for NaN; one with NaN the other: both are the trees'."""
+    X, y = load("twonorm", n_samples=1300, random_state=ev.SEED)
+    rng = np.random.default_rng(1)
+    X[:300][rng.random((300, X.shape[1])) < 0.1] = np.nan
+    clf = ev.HaltingClassifier(RandomForestClassifier(41, random_state=ev.SEED), rule="exact").fit(X[:300], y[:300])
+    assert clf._ensemble.arrays.nan_right.any()  # some nodes send a missing value right
+    Xe = X[300:].copy()
+    Xe[40:45, 3] = np.nan  # one block of 32 rows has NaN (in an 8-row group and in the remainder), the rest none
+    Xe[60, 0] = np.nan
+    ref = _reference(clf.member_votes(Xe), clf.rule_, 2)
+    monkeypatch.setattr(kernel, "BLOCK", 32)
+    _check(clf, Xe, ref, "mixed blocks")
+    seen = {kernel._has_nan(Xe.astype(np.float32), np.arange(a, a + 32), 32) for a in range(0, 96, 32)}
+    assert seen == {True, False}
+
+
+def test_forest_arrays_are_the_trees_level_by_level():
+    """Children side by side, leaves their own child, depth per tree, per-node arrays in the same order."""
+    X, y = load("twonorm", n_samples=300, random_state=ev.SEED)
+    rf = RandomForestClassifier(5, random_state=ev.SEED).fit(X, y)
+    trees = [e.tree_ for e in rf.estimators_]
+    fa = kernel.ForestArrays(trees, [None] * 5, [np.arange(t.node_count, dtype=np.int32) for t in trees])
+    assert fa.depth.tolist() == [t.max_depth for t in trees]
+    own = fa.nodes([np.arange(t.node_count) for t in trees])  # each node's number in its own tree
+    tree = fa.nodes([np.full(t.node_count, j) for j, t in enumerate(trees)])
+    assert fa.roots.tolist() == [int(np.nonzero((tree == j) & (own == 0))[0][0]) for j in range(5)]
+    for k in range(fa.n_nodes):
+        t, v = trees[tree[k]], own[k]
+        if t.children_left[v] == -1:
+            assert fa.left[k] == k and fa.threshold[k] == np.inf and fa.node_code[k] == v
+        else:
+            assert own[fa.left[k]] == t.children_left[v] and own[fa.left[k] + 1] == t.children_right[v]
+            assert tree[fa.left[k]] == tree[k] and fa.feature[k] == t.feature[v] and fa.node_code[k] == 0
+            assert fa.nan_right[k] == (not t.missing_go_to_left[v])
+
+
 def test_many_classes_fall_back_to_the_reference_engine():
     # l = 5 at T = 101: the union-bound urn rule has no flat stop table; the reference engine runs it
     rng = np.random.default_rng(ev.SEED)
