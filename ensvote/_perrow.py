@@ -69,10 +69,13 @@ deterministic policies found so far under the constraints of the
 compositions that bind (added lazily, near ties first), its duals price the
 next policy, smoothed towards the best dual point so far (Wentges), until
 the mixture and the dual bound are within :data:`DUAL_TOL`.  The table is
-deterministic: the inner problem's policy at the best multipliers, with the
-multipliers of the compositions over δ raised until none is
-(:func:`_repair`), evaluated exactly.  Its objective against the dual bound
-is the certified gap (:class:`DualSolution`).
+deterministic: the inner problem's policy at the best multipliers (and at
+smaller multiples of them, :data:`_REPAIR_SCALES`), with the multipliers of
+the compositions over δ raised until none is (:func:`_repair`), evaluated
+exactly; the cheapest wins.  Its objective against the dual bound is the
+certified gap (:class:`DualSolution`).  For ``"minimax"``, as with the
+linear program, the per-row table is taken instead when its worst case is
+smaller.
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ LP_T = {2: 201, 3: 41}
 MAX_PER_ROW_T = {2: 1001, 3: 201}
 #: Relative gap between the master LP's mixture and the dual bound at which column generation stops.
 DUAL_TOL = 2e-3
+#: The best multipliers are scaled by each of these before the repair to a deterministic table; the
+#: cheapest table wins (the repair only raises multipliers, so a lower start explores other tables).
+_REPAIR_SCALES = (1.0, 0.7, 0.4)
 #: Weight of the prior's average members in the minimax objective (relative to the worst case).
 TIE_BREAK = 1e-3
 
@@ -674,7 +680,12 @@ def dual_policy(m, delta, weights, objective="per-row", tol=DUAL_TOL, max_iter=6
         if len(keep) < len(age):
             costs, D, M, age = ([x[k] for k in keep] for x in (costs, D, M, age))
     a = TIE_BREAK * weights + mu_best if minimax else weights
-    stops, members, disagreement = _repair(m, delta, a, lam_best)
+    found = None
+    for scale in _REPAIR_SCALES:  # a smaller start may end at a cheaper feasible table
+        trial = _repair(m, delta, a, scale * lam_best)
+        if found is None or _cost(trial[1], weights, objective) < _cost(found[1], weights, objective):
+            found = trial
+    stops, members, disagreement = found
     if minimax:  # the bound on the worst composition's members alone: the multipliers without the tie-break
         value, _ = m.lagrangian(mu_best, lam_best)
         bound, mixture, table = value - delta * lam_best.sum(), z, float(members.max())
