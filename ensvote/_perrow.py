@@ -54,9 +54,10 @@ every ``n``) times ``h_n(t)``, so stopping at ``t`` costs ``w(t)`` times
 ``s Σ_n a_n h_n(t) + Σ_n λ_n h_n(t) [argmax t != argmax n]``.  Those sums
 come level by level from level ``T`` (where ``h_n(t) = [t = n]``) by
 removing a uniformly drawn vote, ``h_n(t) = Σ_i h_n(t + e_i) (t_i + 1) /
-(s + 1)``, every term non-negative (no cancellation; terms below the smallest
-double, ``h_n(t) < 1e-300`` at ``T = 1,001``, only for vote vectors no
-weighted composition reaches in practice).  Its value minus ``δ Σ_n λ_n``
+(s + 1)``, every term non-negative (no cancellation; the smallest positive
+``h_n(t)`` at ``T = 1,001``, ``1 / C(1001, 500) ≈ 4e-300``, is still a
+normal double, and a sum that leaves the normal range times a small weight
+is negligible beside the costs compared).  Its value minus ``δ Σ_n λ_n``
 is a lower bound on the linear program's optimum (a policy mixing
 deterministic ones is what the LP optimises over, and the inner minimum over
 them is attained at a deterministic one).  The exact members and
