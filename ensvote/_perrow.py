@@ -87,6 +87,7 @@ import numpy as np
 from numba import njit
 from scipy import sparse, special
 
+from ._bellman import _cell_states, _level_base
 from ._cache import BoundedCache
 from .confidence import compositions
 from .engine import code_stride
@@ -329,38 +330,13 @@ def _round_up(m, stops, theta, members, disagreement, delta, weights, objective)
 # level (``base[s]`` is the first of level ``s``), and within a level in the
 # order of :func:`ensvote.compositions` (lexicographic): ``t_0 = 0 .. s`` with
 # two classes, rows ``t_0 = a`` of ``s + 1 - a`` vote vectors ``t_1 = 0 .. s -
-# a`` with three, the layout of :attr:`PerRowModel.states`.  Within a row the
+# a`` with three, the layout of :attr:`PerRowModel.states` (and of the optimal
+# policy's model, :mod:`ensvote._bellman`, whose helpers number them).  Within a row the
 # cell ``g + b`` of level ``s + 1`` (``g`` the row's first cell there, ``b =
 # t_1``; ``b = t_0`` and ``g = 0`` with two classes) is ``t + e_last``, the next
 # one ``t + e_1`` and, with three classes, ``g + b + n + 1`` (``n = s + 1 - a``
 # the row's length at level ``s``) is ``t + e_0``; with two, ``g + b + 1`` is
 # ``t + e_0``.
-@njit(cache=True, nogil=True)
-def _level_base(T, d):
-    """The first cell of each level ``s = 0 .. T``, and one past the last (length ``T + 2``; ``d = l - 1``)."""
-    base = np.zeros(T + 2, dtype=np.int64)
-    for s in range(T + 1):
-        base[s + 1] = base[s] + (s + 1 if d == 1 else (s + 1) * (s + 2) // 2)
-    return base
-
-
-@njit(cache=True, nogil=True)
-def _cell_states(T, d, base):
-    """The vote vector of every cell (int64, shape ``(n_cells, d + 1)``): :attr:`PerRowModel.states`."""
-    out = np.empty((base[T + 1], d + 1), dtype=np.int64)
-    f = 0
-    for s in range(T + 1):
-        for a in range(s + 1):
-            if d == 1:
-                out[f, 0], out[f, 1] = a, s - a
-                f += 1
-            else:
-                for b in range(s + 1 - a):
-                    out[f, 0], out[f, 1], out[f, 2] = a, b, s - a - b
-                    f += 1
-    return out
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _lead(d, t0, t1, t2):
     """The current majority of ``(t0, t1[, t2])``, the lowest class on ties (as :func:`numpy.argmax`)."""
@@ -516,7 +492,7 @@ class LevelModel:
             raise ValueError(f"the per-row model is built for 2 or 3 classes, got l={l}")
         self.T, self.l = T, l
         self._base = _level_base(T, l - 1)
-        self.states = _cell_states(T, l - 1, self._base)
+        self.states = _cell_states(T, l - 1, self._base).astype(np.int64)
         self.sums = self.states.sum(axis=1)
         self.urns = np.asarray(compositions(T, l))
         self.majority = np.argmax(self.urns, axis=1)
