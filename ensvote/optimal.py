@@ -54,7 +54,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._cache import BoundedCache
 from ._bellman import PolicyValue, _meet_budget, _meet_members, _model, evaluate_rule
-from ._perrow import MAX_PER_ROW_T, per_row_policy
+from ._perrow import LP_T, MAX_PER_ROW_T, per_row_policy
 from ._perrow import model as _perrow_model
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
@@ -108,7 +108,8 @@ def _check_per_row_T(T, n_classes, guarantee):
     if T > largest:
         limits = " and ".join(f"T <= {t:,} with {l} classes" for l, t in MAX_PER_ROW_T.items())
         raise ValueError(f"T={T} is above the largest ensemble a guarantee={guarantee!r} policy is computed for: its "
-                         f"linear program over every vote vector is solved for {limits} (MAX_PER_ROW_T); use "
+                         f"linear program over every vote vector (or that program's Lagrangian dual, above "
+                         f"T = {LP_T[n_classes]:,}) is solved for {limits} (MAX_PER_ROW_T); use "
                          f"guarantee='average' (the budget mode, to T = {MAX_OPTIMAL_T[n_classes]:,} with "
                          f"{n_classes} classes) or a smaller ensemble")
 
@@ -208,10 +209,12 @@ class OptimalRule(HaltingRule):
         that sense, of the rounded minimax and per-row optima: rounding costs
         the near ties most, and the randomised minimax optimum is
         ``optimum_members``).  Both solve a linear program
-        over every vote vector (:mod:`ensvote._perrow`), for ``T`` up to
-        :data:`MAX_PER_ROW_T` (201 with two classes, 41 with three); the table
-        is deterministic and its per-row disagreement, evaluated exactly, is
-        at most δ.
+        over every vote vector (:mod:`ensvote._perrow`) up to ``T`` = 201 with
+        two classes and 41 with three, and above, to :data:`MAX_PER_ROW_T`
+        (1,001 and 201), its Lagrangian dual by backward induction (column
+        generation; the table within about 1 % of the dual bound, a certified
+        lower bound on the program's optimum); the table is deterministic and
+        its per-row disagreement, evaluated exactly, is at most δ.
 
     Attributes
     ----------
@@ -233,7 +236,8 @@ class OptimalRule(HaltingRule):
         members and the disagreement of the table, evaluated exactly (see
         :attr:`worst_members`, :attr:`worst_disagreement`).  With a per-row
         guarantee ``optimum_members`` is the linear program's optimum of its
-        objective (randomised policies allowed).
+        objective (randomised policies allowed); above ``T`` = 201 with two
+        classes and 41 with three, the dual bound, at most that optimum.
 
     Examples
     --------

@@ -213,9 +213,10 @@ def test_bad_guarantee_arguments_are_refused():
         OptimalRule(51, price=10.0, guarantee="per-row")
     with pytest.raises(ValueError, match="give disagreement=δ, not price or max_members"):
         OptimalRule(51, max_members=10.0, guarantee="minimax")
-    with pytest.raises(ValueError, match=r"MAX_PER_ROW_T.*guarantee='average'"):
+    # the per-row limits are the optimal policy's own (MAX_OPTIMAL_T): refused as any optimal rule is
+    with pytest.raises(ValueError, match=r"T <= 1,001 with 2 classes"):
         OptimalRule(MAX_PER_ROW_T[2] + 2, 0.01, guarantee="per-row")
-    with pytest.raises(ValueError, match=r"T <= 41 with 3 classes"):
+    with pytest.raises(ValueError, match=r"T <= 201 with 3 classes"):
         OptimalRule(MAX_PER_ROW_T[3] + 2, 0.01, guarantee="per-row", n_classes=3)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         OptimalRule(11, 0.01, guarantee="per-row", n_classes=4)
@@ -273,7 +274,7 @@ def test_row_values_of_any_rule_match_enumeration(rule, l):
 def test_row_values_refuses_bad_input():
     with pytest.raises(TypeError, match="HaltingRule"):
         row_values("urn")
-    with pytest.raises(ValueError, match="MAX_PER_ROW_T"):
+    with pytest.raises(ValueError, match=r"T <= 1,001 with 2 classes.*MAX_PER_ROW_T.*guarantee='average'"):
         row_values(ev.ExactRule(MAX_PER_ROW_T[2] + 1))
     with pytest.raises(ValueError, match="2 or 3 classes"):
         row_values(ev.ExactRule(11), n_classes=4)
