@@ -431,12 +431,13 @@ def _memo_register_paths(keys, vals, block, active, n_act, status, path_off, pat
 
 @njit(cache=True, nogil=True)
 def _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys, vals,
-                H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
+                H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                 active, n_act, code_end, n_queried, waiting):
     """One round of block ``k``: resume the rows that waited for decisions, then walk tree by tree.
 
     A row whose vote vector has a memoised decision goes on or stops as the
-    dense loop would.  At a vector not memoised yet it starts a path: it
+    dense loop would; one with fewer than ``first`` votes (the rule's
+    ``min_votes``) goes on without a look-up.  At a vector not memoised yet it starts a path: it
     records that vector and walks on (at most ``H`` vectors, stopping early at
     a vector known to stop) and then waits; the caller decides every vector
     the paths reached and calls again, and the row stops at the first vector
@@ -541,7 +542,7 @@ def _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_wo
                     n_queried[r] = T
                     code_end[r, :] = code[r, :]
                     continue
-                d = _memo_get(keys, vals, code[r])
+                d = 0 if walked < first else _memo_get(keys, vals, code[r])  # no vector stops before `first`
                 if d == 1:
                     status[r] = _DONE
                     n_queried[r] = walked
@@ -592,21 +593,21 @@ def _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_wo
 
 @njit(cache=True, nogil=True)
 def _lazy_serial(X, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys, vals,
-                 H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
+                 H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                  active, n_act, code_end, n_queried, waiting):
     for k in range(n_act.shape[0]):
         _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys,
-                    vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
+                    vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _lazy_parallel(X, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys, vals,
-                   H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
+                   H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                    active, n_act, code_end, n_queried, waiting):
     for k in prange(n_act.shape[0]):
         _lazy_block(X, k, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, keys,
-                    vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
+                    vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
 # ---------------------------------------------------------------------------
@@ -925,7 +926,9 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
     ``sqrt(PATH_WORK / rows still voting)`` (long paths once few rows are
     left), at most :data:`MAX_PATH` and :data:`PATH_ENTRIES` entries in all.
     Results do not depend on ``H``, on ``n_jobs`` or on what the memo held
-    before.
+    before.  Vote vectors with fewer votes than ``rule.min_votes(T, l)``
+    are neither looked up nor decided (a rule that stops only at a fixed
+    number of votes is never asked).
 
     Parameters
     ----------
@@ -947,6 +950,10 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
     n_queried : ndarray of int64, shape (n_rows,)
     """
     n, w, T = X32.shape[0], memo.n_words, len(forest.roots)
+    first = rule.min_votes(T, memo.n_classes)  # no decision is needed before it
+    if isinstance(first, bool) or not isinstance(first, (int, np.integer)) or not 1 <= first <= T:
+        raise ValueError(f"{type(rule).__name__}.min_votes({T}, {memo.n_classes}) must be an int in 1..{T}, "
+                         f"got {first!r}")
     code_end = np.zeros((n, w), dtype=np.int64)
     n_queried = np.zeros(n, dtype=np.int64)
     left, feature, threshold, nan_right, depth, _, roots = forest.args()
@@ -974,7 +981,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
             base = H * (np.cumsum(n_act) - n_act)
             _run(_lazy_serial, _lazy_parallel, n_live, n_jobs,  # threads for the rows still voting
                  (X, block, left, feature, threshold, nan_right, depth, node_word, node_inc, roots, memo.keys,
-                  memo.vals, H, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
+                  memo.vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                   path_slot, base, active, n_act, code_end[c0:c0 + m], n_queried[c0:c0 + m], waiting))
             if not waiting[:, 0].any():
                 break
@@ -1022,7 +1029,7 @@ def compile_kernels():
     memo_rehash(keys, vals, keys.copy(), vals.copy())
     for lazy in (_lazy_serial, _lazy_parallel):
         state = (np.zeros(1, dtype=np.int8), i64.copy(), codes.copy(), i64.copy(), i64.copy(), i64.copy())
-        lazy(X, BLOCK, *forest[:5], i32.copy(), i64.copy(), forest[6], keys, vals, 1, *state,
+        lazy(X, BLOCK, *forest[:5], i32.copy(), i64.copy(), forest[6], keys, vals, 1, 1, *state,
              np.empty((0, 1), dtype=np.int64), np.empty(0, dtype=np.int64), codes.copy(), i64.copy(), i64.copy(),
              i64.copy(), i1.copy(), codes.copy(), i64.copy(), np.zeros((1, 2), dtype=np.int64))
     _memo_register_paths(keys.copy(), vals.copy(), BLOCK, i64.copy(), i1.copy(), np.full(1, _WAIT, dtype=np.int8),

@@ -127,6 +127,13 @@ class HaltingRule:
         the votes run through the fast paths (the compiled loop of
         :mod:`ensvote.kernel` included).
 
+    ``min_votes(n_members, n_classes)`` (optional)
+        The fewest votes at which ``decide`` can return True (1, the default:
+        no bound).  Where the engine decides only the count vectors reached
+        (no flat table), it skips the decisions of the vectors with fewer
+        votes; a rule that stops only at a fixed number of votes then needs
+        no decision at all.
+
     Every finite rule is stopped at ``T`` by the engine whatever ``decide``
     says there.
 
@@ -295,6 +302,32 @@ class HaltingRule:
                 f"{type(self).__name__} was built for T={self.n_members} members, "
                 f"but the ensemble has {n_members}"
             )
+
+    def min_votes(self, n_members: int, n_classes: int) -> int:
+        """The fewest votes at which :meth:`decide` can stop a vote (a lower bound; 1: none known).
+
+        Part of the rule protocol (optional): every count vector with fewer
+        votes must not stop.  The engine skips their decisions where it has
+        no flat stop table.
+
+        Parameters
+        ----------
+        n_members : int
+            Ensemble size ``T``.
+        n_classes : int
+            Number of classes ``l``.
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        >>> from ensvote import ExactRule, FixedRule, HaltingRule
+        >>> HaltingRule().min_votes(101, 3), FixedRule(40).min_votes(101, 3), ExactRule(101).min_votes(101, 3)
+        (1, 40, 51)
+        """
+        return 1
 
     def table_key(self, n_classes: int) -> Hashable | None:
         """Hashable identity of the stop decision, for cached stop tables.
@@ -1062,6 +1095,10 @@ class ExactRule(HaltingRule):
     def _params(self):
         return {"T": self.n_members}
 
+    def min_votes(self, n_members: int, n_classes: int) -> int:
+        """Part of the rule protocol: a leader ``s`` votes ahead is final once ``s >= T - s`` (``s = ceil(T / 2)``)."""
+        return (self.n_members + 1) // 2
+
     def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.n_members)
@@ -1144,6 +1181,10 @@ class FixedRule(HaltingRule):
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.n)
 
+    def min_votes(self, n_members: int, n_classes: int) -> int:
+        """Part of the rule protocol: see :class:`HaltingRule` (``n``: it stops nowhere else)."""
+        return self.n
+
     def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return t.sum(axis=-1) >= self.n
@@ -1190,6 +1231,10 @@ class MarginRule(HaltingRule):
     def table_key(self, n_classes: int) -> Hashable | None:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         return (type(self), self.k)
+
+    def min_votes(self, n_members: int, n_classes: int) -> int:
+        """Part of the rule protocol: see :class:`HaltingRule` (a lead of ``k`` takes ``k`` votes)."""
+        return min(self.k, n_members)
 
     def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""

@@ -267,3 +267,66 @@ def test_a_failing_decide_leaves_no_pending_entry():
     memo = engine.stop_memo(Flaky(50), 301, 3)
     assert len(memo) == 0 and not (memo.vals == 2).any()
     _same(ev.halt(votes, _Lead(3), n_classes=3), _reference(votes, _Lead(3), 3), "after")
+
+
+class _LeadAsked(_Lead):
+    """:class:`_Lead` noting the fewest votes of any vector it is asked about."""
+
+    def decide(self, counts):
+        self.fewest = min(getattr(self, "fewest", np.inf), int(counts.sum(axis=-1).min(initial=np.iinfo(int).max)))
+        return super().decide(counts)
+
+
+class _LeadFrom(_LeadAsked):
+    """... saying it cannot stop with fewer than ``k`` votes (true: a lead of ``k`` takes ``k``)."""
+
+    def min_votes(self, n_members, n_classes):
+        return self.k
+
+
+class _CountingFixed(ev.FixedRule):
+    """FixedRule noting the fewest votes of any vector it is asked about."""
+
+    def decide(self, counts):
+        self.fewest = min(getattr(self, "fewest", np.inf), int(counts.sum(axis=-1).min(initial=np.iinfo(int).max)))
+        return super().decide(counts)
+
+
+def test_no_decision_before_the_rules_min_votes(waveform_131):
+    """The memo path skips the look-ups (and decisions) of the vote vectors with fewer than min_votes votes."""
+    clf, X, _ = waveform_131
+    ens, T = clf._ensemble, clf.n_members_
+    X32, votes = clf._X(X), clf.member_votes(X)
+    for rule, first in ((ev.FixedRule(T), T), (ev.FixedRule(40), 40), (ev.ExactRule(T), (T + 1) // 2),
+                        (ev.MarginRule(5), 5), (ev.UrnRule(T), 1)):
+        assert rule.min_votes(T, 3) == first and ens.plan(rule) is None  # the memo is the path tested
+        ev.clear_caches()
+        _same(ens.halt(X32, rule), _reference(votes, rule, 3), rule)
+    fixed = _CountingFixed(T)
+    _same(ens.halt(X32, fixed), _reference(votes, ev.FixedRule(T), 3), "counting")
+    assert fixed.fewest == T  # asked only about the full votes (whether the rule itself stopped them)
+    early, plain = _LeadFrom(4), _LeadAsked(4)
+    _same(ens.halt(X32, early), ens.halt(X32, plain), "min_votes")
+    assert early.fewest == 4 and plain.fewest < 4
+
+
+@pytest.mark.parametrize("bad", [0, 132, 2.5, True, None])
+def test_a_bad_min_votes_is_refused_naming_it(waveform_131, bad):
+    clf, X, _ = waveform_131
+
+    class Bad(_Lead):
+        def min_votes(self, n_members, n_classes):
+            return bad
+
+    with pytest.raises(ValueError, match=r"Bad.min_votes\(131, 3\) must be an int in 1..131"):
+        clf._ensemble.halt(clf._X(X[:20]), Bad(3))
+
+
+@pytest.mark.parametrize("T", [5, 6, 11])
+@pytest.mark.parametrize("l", [2, 3])
+def test_min_votes_of_the_rules_is_where_their_table_first_stops(T, l):
+    """Exhaustively: no vote vector with fewer votes stops, and one with that many does (the bound is tight)."""
+    for rule in (ev.FixedRule(3), ev.FixedRule(T), ev.ExactRule(T), ev.MarginRule(2), ev.MarginRule(T + 3)):
+        assert engine.stop_table(rule, T, l).min_votes == rule.min_votes(T, l), rule
+    for rule in (ev.UrnRule(T), ev.InfiniteRule(0.9), _Lead(2)):
+        assert rule.min_votes(T, l) == 1  # no bound claimed
