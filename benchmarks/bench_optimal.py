@@ -51,8 +51,9 @@ FIELDS = ["dataset", "n_train", "n_classes", "disagreement", "heldout", "seconds
 
 SIZES = OUT.with_name("optimal_sizes.csv")
 SIZE_GRID = {2: (101, 301, 1001), 3: (51, 101, 151, 201)}
-#: Sizes of the per-row guarantee (its linear program), up to ensvote.optimal.MAX_PER_ROW_T.
-PER_ROW_GRID = {2: (51, 101, 201), 3: (21, 41)}
+#: Sizes of the per-row guarantee, up to ensvote.optimal.MAX_PER_ROW_T: its linear program up to
+#: ensvote.optimal.LP_T (201 with two classes, 41 with three), the program's Lagrangian dual beyond.
+PER_ROW_GRID = {2: (51, 101, 201, 501, 1001), 3: (21, 41, 101, 201)}
 SIZE_FIELDS = ["dataset", "n_classes", "T", "guarantee", "forest_seconds", "budget_mode_seconds", "expected_members"]
 
 
