@@ -20,7 +20,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 import ensvote as ev
 from ensvote import OptimalRule
-from ensvote._perrow import MAX_PER_ROW_T, model
+from ensvote._perrow import LP_T, MAX_PER_ROW_T, model
 from ensvote.optimal import row_values
 
 
@@ -170,8 +170,8 @@ def test_linear_program_matches_an_independent_formulation(T, delta):
     assert free <= rule.optimum_members * (1 + 1e-9) and free >= rule.optimum_members * (1 - 1e-3)
 
 
-def test_prior_weighs_the_members_not_the_guarantee():
-    T = 51
+@pytest.mark.parametrize("T", [51, LP_T[2] + 50])  # the linear program, and its dual above its sizes
+def test_prior_weighs_the_members_not_the_guarantee(T):
     easy = np.zeros(T + 1)
     easy[[0, 1, T - 1, T]] = 1.0  # nearly unanimous rows
     a = OptimalRule(T, 0.01, guarantee="per-row", prior=easy / easy.sum())

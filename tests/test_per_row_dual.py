@@ -188,16 +188,6 @@ def test_three_classes_above_the_linear_programs_size():
         assert wrong == pytest.approx(rule.row_disagreement[i], rel=1e-8, abs=1e-15)
 
 
-def test_a_prior_weighs_the_members_above_the_linear_programs_size():
-    T = LP_T[2] + 50
-    easy = np.zeros(T + 1)
-    easy[[0, 1, T - 1, T]] = 1.0  # nearly unanimous rows
-    a = OptimalRule(T, 0.01, guarantee="per-row", prior=easy / easy.sum())
-    b = OptimalRule(T, 0.01, guarantee="per-row")
-    assert a.worst_disagreement <= 0.01 and b.worst_disagreement <= 0.01
-    assert a.expected_members < b.expected_members
-
-
 def test_limits():
     assert MAX_PER_ROW_T == {2: 1001, 3: 201} and LP_T == {2: 201, 3: 41}
     assert isinstance(model(LP_T[2], 2), PerRowModel) and isinstance(model(LP_T[2] + 1, 2), LevelModel)
