@@ -224,10 +224,27 @@ def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots,
     T = roots.shape[0]
     code = 0
     xf = x32.reshape(x32.shape[1])
-    for j in range(T):
-        code += node_code[_walk(xf, np.uint64(0), roots[j], left, feature, threshold, nan_right)]
-        if j + 1 < T and check[j + 1] and table[code]:
-            return code, j + 1
+    p = np.uint64(0)
+    j = 0
+    while j + 4 <= T:  # four trees side by side (one row's walk waits on each load: four overlap), then their votes
+        d = max(max(depth[j], depth[j + 1]), max(depth[j + 2], depth[j + 3]))
+        n0, n1 = np.uint32(roots[j]), np.uint32(roots[j + 1])
+        n2, n3 = np.uint32(roots[j + 2]), np.uint32(roots[j + 3])
+        for _ in range(d):
+            n0 = _step_nan(xf, p, n0, left, feature, threshold, nan_right)
+            n1 = _step_nan(xf, p, n1, left, feature, threshold, nan_right)
+            n2 = _step_nan(xf, p, n2, left, feature, threshold, nan_right)
+            n3 = _step_nan(xf, p, n3, left, feature, threshold, nan_right)
+        for leaf in (n0, n1, n2, n3):  # the stop is checked after each tree, as one by one
+            code += node_code[leaf]
+            j += 1
+            if j < T and check[j] and table[code]:
+                return code, j
+    while j < T:
+        code += node_code[_walk(xf, p, roots[j], left, feature, threshold, nan_right)]
+        j += 1
+        if j < T and check[j] and table[code]:
+            return code, j
     return code, T
 
 
