@@ -157,6 +157,34 @@ def _walk_rows(X, rows, n, root, depth, left, feature, threshold, nan_right, nan
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, depth, node_code, roots, table, check):
+    """One row (from ``xf[p]``) that has walked ``j`` trees to count code ``code``, on to its stop:
+    ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap), then
+    their votes in order, the stop checked after each tree as one tree at a time would."""
+    T = roots.shape[0]
+    while j + 4 <= T:
+        d = max(max(depth[j], depth[j + 1]), max(depth[j + 2], depth[j + 3]))
+        n0, n1 = np.uint32(roots[j]), np.uint32(roots[j + 1])
+        n2, n3 = np.uint32(roots[j + 2]), np.uint32(roots[j + 3])
+        for _ in range(d):
+            n0 = _step_nan(xf, p, n0, left, feature, threshold, nan_right)
+            n1 = _step_nan(xf, p, n1, left, feature, threshold, nan_right)
+            n2 = _step_nan(xf, p, n2, left, feature, threshold, nan_right)
+            n3 = _step_nan(xf, p, n3, left, feature, threshold, nan_right)
+        for leaf in (n0, n1, n2, n3):
+            code += node_code[leaf]
+            j += 1
+            if j < T and check[j] and table[code]:
+                return code, j
+    while j < T:
+        code += node_code[_walk(xf, p, roots[j], left, feature, threshold, nan_right)]
+        j += 1
+        if j < T and check[j] and table[code]:
+            return code, j
+    return code, T
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
@@ -169,7 +197,14 @@ def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code
     nan = _has_nan(X, active, m)
     n_active = m
     for j in range(T):
-        if n_active == 0:
+        if n_active < 8:  # too few to walk side by side: each row on alone, four trees at a time
+            Xf = X.reshape(X.shape[0] * X.shape[1])
+            for i in range(n_active):
+                r = active[i]
+                code_end[r], n_queried[r] = _finish_row(Xf, np.uint64(r) * np.uint64(X.shape[1]), j, code[i], left,
+                                                        feature, threshold, nan_right, depth, node_code, roots,
+                                                        table, check)
+            n_active = 0
             break
         root = np.uint32(roots[j])
         _walk_rows(X, active, n_active, root, depth[j], left, feature, threshold, nan_right, nan, leaf_of)
@@ -221,31 +256,8 @@ def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots,
         x32[0, k] = np.float32(x[k])
         if np.isinf(x32[0, k]):
             return -1, 0
-    T = roots.shape[0]
-    code = 0
-    xf = x32.reshape(x32.shape[1])
-    p = np.uint64(0)
-    j = 0
-    while j + 4 <= T:  # four trees side by side (one row's walk waits on each load: four overlap), then their votes
-        d = max(max(depth[j], depth[j + 1]), max(depth[j + 2], depth[j + 3]))
-        n0, n1 = np.uint32(roots[j]), np.uint32(roots[j + 1])
-        n2, n3 = np.uint32(roots[j + 2]), np.uint32(roots[j + 3])
-        for _ in range(d):
-            n0 = _step_nan(xf, p, n0, left, feature, threshold, nan_right)
-            n1 = _step_nan(xf, p, n1, left, feature, threshold, nan_right)
-            n2 = _step_nan(xf, p, n2, left, feature, threshold, nan_right)
-            n3 = _step_nan(xf, p, n3, left, feature, threshold, nan_right)
-        for leaf in (n0, n1, n2, n3):  # the stop is checked after each tree, as one by one
-            code += node_code[leaf]
-            j += 1
-            if j < T and check[j] and table[code]:
-                return code, j
-    while j < T:
-        code += node_code[_walk(xf, p, roots[j], left, feature, threshold, nan_right)]
-        j += 1
-        if j < T and check[j] and table[code]:
-            return code, j
-    return code, T
+    return _finish_row(x32.reshape(x32.shape[1]), np.uint64(0), 0, 0, left, feature, threshold, nan_right, depth,
+                       node_code, roots, table, check)
 
 
 @njit(cache=True, nogil=True, inline="always")
