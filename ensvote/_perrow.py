@@ -354,9 +354,9 @@ def _lagrangian_kernel(T, d, base, weights, stops):
     ``weights`` has ``l + 1`` rows over the compositions of ``T`` (level
     ``T``'s cells): the member weights ``a`` and, row ``1 + c``, the
     multipliers of the compositions whose majority is ``c``.  Level by level
-    down, ``F_q(t) = Σ_i F_q(t + e_i) (t_i + 1) / (s + 1)`` gives every row's
-    ``Σ_n weights_q(n) h_n(t)``; stopping at ``t`` costs ``s F_0(t) + Σ_{c !=
-    lead(t)} F_{1+c}(t)`` per unit of path fraction, going on the same
+    down, ``mass_q(t) = Σ_i mass_q(t + e_i) (t_i + 1) / (s + 1)`` gives every row's
+    ``Σ_n weights_q(n) h_n(t)``; stopping at ``t`` costs ``s mass_0(t) + Σ_{c !=
+    lead(t)} mass_{1+c}(t)`` per unit of path fraction, going on the same
     average of the cost to go above.  ``stops`` (one per cell) receives the
     decisions: go on at ``s = 0``, stop at ``T``, elsewhere stop when strictly
     cheaper.
@@ -364,19 +364,20 @@ def _lagrangian_kernel(T, d, base, weights, stops):
     l = d + 1
     K = l + 1
     W = base[T + 1] - base[T]
-    F, F2 = np.zeros((K, W)), np.zeros((K, W))
-    J, J2 = np.zeros(W), np.zeros(W)
+    # level s + 1 (filled first at level T) and level s: the weighted hypergeometric sums and the cost to go
+    mass, mass_here = np.zeros((K, W)), np.zeros((K, W))
+    cost_up, cost_here = np.zeros(W), np.zeros(W)
     k = 0
     for a in range(T + 1 if d == 2 else 1):  # level T: stop, the composition is t
         for b in range(T + 1 - a if d == 2 else T + 1):
             t0, t1, t2 = (b, T - b, 0) if d == 1 else (a, b, T - a - b)
             lead = _lead(d, t0, t1, t2)
             for q in range(K):
-                F[q, k] = weights[q, k]
-            J[k] = T * F[0, k]
+                mass[q, k] = weights[q, k]
+            cost_up[k] = T * mass[0, k]
             for c in range(l):
                 if c != lead:
-                    J[k] += F[1 + c, k]
+                    cost_up[k] += mass[1 + c, k]
             stops[base[T] + k] = True
             k += 1
     for s in range(T - 1, -1, -1):
@@ -390,30 +391,30 @@ def _lagrangian_kernel(T, d, base, weights, stops):
                     i0, i1 = g + b + 1, g + b
                     c0, c1 = (t0 + 1) * inv, (t1 + 1) * inv
                     for q in range(K):
-                        F2[q, k] = c0 * F[q, i0] + c1 * F[q, i1]
-                    go = c0 * J[i0] + c1 * J[i1]
+                        mass_here[q, k] = c0 * mass[q, i0] + c1 * mass[q, i1]
+                    go = c0 * cost_up[i0] + c1 * cost_up[i1]
                 else:
                     t0, t1, t2 = a, b, s - a - b
                     i0, i1, i2 = g + n + 1 + b, g + b + 1, g + b
                     c0, c1, c2 = (t0 + 1) * inv, (t1 + 1) * inv, (t2 + 1) * inv
                     for q in range(K):
-                        F2[q, k] = c0 * F[q, i0] + c1 * F[q, i1] + c2 * F[q, i2]
-                    go = c0 * J[i0] + c1 * J[i1] + c2 * J[i2]
+                        mass_here[q, k] = c0 * mass[q, i0] + c1 * mass[q, i1] + c2 * mass[q, i2]
+                    go = c0 * cost_up[i0] + c1 * cost_up[i1] + c2 * cost_up[i2]
                 stop, cost = False, 0.0
                 if s > 0:
                     lead = _lead(d, t0, t1, t2)
-                    cost = s * F2[0, k]
+                    cost = s * mass_here[0, k]
                     for c in range(l):
                         if c != lead:
-                            cost += F2[1 + c, k]
+                            cost += mass_here[1 + c, k]
                     stop = cost < go
                 stops[base[s] + k] = stop
-                J2[k] = cost if stop else go
+                cost_here[k] = cost if stop else go
                 k += 1
             g += n + 1
-        F, F2 = F2, F
-        J, J2 = J2, J
-    return J[0]
+        mass, mass_here = mass_here, mass
+        cost_up, cost_here = cost_here, cost_up
+    return cost_up[0]
 
 
 @njit(cache=True, nogil=True)
@@ -431,14 +432,14 @@ def _propagate_kernel(T, d, base, stop):
     l = d + 1
     K = l + 2  # path fraction still going, members, stop mass per label
     W = base[T + 1] - base[T]
-    G, G2 = np.zeros((K, W)), np.zeros((K, W))
-    G[0, 0] = 1.0
+    flow, flow_up = np.zeros((K, W)), np.zeros((K, W))
+    flow[0, 0] = 1.0
     for s in range(T + 1):
         inv = 1.0 / (s + 1)
         if s < T:
             for q in range(K):
                 for k in range(base[s + 2] - base[s + 1]):
-                    G2[q, k] = 0.0
+                    flow_up[q, k] = 0.0
         k, g = 0, 0
         for a in range(s + 1 if d == 2 else 1):
             n = s + 1 - a if d == 2 else s + 1
@@ -447,32 +448,32 @@ def _propagate_kernel(T, d, base, stop):
                     t0, t1, t2 = b, s - b, 0
                 else:
                     t0, t1, t2 = a, b, s - a - b
-                w = G[0, k]
+                w = flow[0, k]
                 p = 0.0 if s == 0 else (1.0 if s == T else stop[base[s] + k])
                 x = w * p
-                G[1, k] += x * s
-                G[2 + _lead(d, t0, t1, t2), k] += x
-                G[0, k] = w - x
+                flow[1, k] += x * s
+                flow[2 + _lead(d, t0, t1, t2), k] += x
+                flow[0, k] = w - x
                 if s < T:
                     if d == 1:
                         i0, i1 = g + b + 1, g + b
                         c0, c1 = (t0 + 1) * inv, (t1 + 1) * inv
                         for q in range(K):
-                            G2[q, i0] += c0 * G[q, k]
-                            G2[q, i1] += c1 * G[q, k]
+                            flow_up[q, i0] += c0 * flow[q, k]
+                            flow_up[q, i1] += c1 * flow[q, k]
                     else:
                         i0, i1, i2 = g + n + 1 + b, g + b + 1, g + b
                         c0, c1, c2 = (t0 + 1) * inv, (t1 + 1) * inv, (t2 + 1) * inv
                         for q in range(K):
-                            v = G[q, k]
-                            G2[q, i0] += c0 * v
-                            G2[q, i1] += c1 * v
-                            G2[q, i2] += c2 * v
+                            v = flow[q, k]
+                            flow_up[q, i0] += c0 * v
+                            flow_up[q, i1] += c1 * v
+                            flow_up[q, i2] += c2 * v
                 k += 1
             g += n + 1
         if s < T:
-            G, G2 = G2, G
-    return G[1:].copy()
+            flow, flow_up = flow_up, flow
+    return flow[1:].copy()
 
 
 class LevelModel:

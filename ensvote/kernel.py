@@ -21,7 +21,8 @@ independent, and the processor overlaps them instead of stalling on one
 mispredicted branch after another.  A block without NaN takes a walk that
 does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
-cache); one row (:func:`label_one`) goes straight through.
+cache); one row (:func:`label_one`), and each row of a block once fewer than eight
+are still voting, goes on alone, four trees side by side (:func:`_finish_row`).
 
 :class:`ensvote.HaltingClassifier` uses it for every dense ``X`` (sparse
 ``X`` takes the engine's numpy path).  Rows are independent, so with

@@ -129,10 +129,10 @@ class HaltingRule:
 
     ``min_votes(n_members, n_classes)`` (optional)
         The fewest votes at which ``decide`` can return True (1, the default:
-        no bound).  Where the engine decides only the count vectors reached
-        (no flat table), it skips the decisions of the vectors with fewer
-        votes; a rule that stops only at a fixed number of votes then needs
-        no decision at all.
+        no bound).  Where the compiled loop (dense ``X``) decides only the
+        count vectors reached (no flat table), it neither looks up nor decides
+        the vectors with fewer votes; a rule that stops only at a fixed number
+        of votes then needs no decision before the last member.
 
     Every finite rule is stopped at ``T`` by the engine whatever ``decide``
     says there.
@@ -307,8 +307,8 @@ class HaltingRule:
         """The fewest votes at which :meth:`decide` can stop a vote (a lower bound; 1: none known).
 
         Part of the rule protocol (optional): every count vector with fewer
-        votes must not stop.  The engine skips their decisions where it has
-        no flat stop table.
+        votes must not stop.  The compiled loop (dense ``X``) skips their
+        look-ups and decisions where it has no flat stop table.
 
         Parameters
         ----------
