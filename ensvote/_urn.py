@@ -19,7 +19,10 @@ knows about that model is computed here, in one of two ways:
   ``P*(t, T) = r_{c(t)}(t) / q(t)`` (Eq. 3).  Used by the urn rule's tables
   (:class:`ensvote.UrnRule`), the optimal rule's model
   (:class:`ensvote.optimal.OptimalRule`) and the many-class pair tables
-  (:mod:`ensvote.manyclass`, on the reduced urn leader / rival / the rest).
+  (:mod:`ensvote.manyclass`, on the reduced urn leader / rival / the rest);
+  for three classes beyond the dense table, :func:`stop_bits3` runs the same
+  recursion compiled, in probabilities rather than logs, and keeps only each
+  vote vector's stop decision (one bit).
 
 Level ``s`` is stored over the grid of the first ``l - 1`` counts, shape
 ``(s + 1,) * (l - 1)``; the last count is ``s`` minus their sum, and grid
@@ -32,7 +35,7 @@ import numpy as np
 from numba import njit, prange
 from scipy import special
 
-__all__ = ["grid", "backward_levels", "log_levels", "log_split", "ratio_from_logs"]
+__all__ = ["grid", "backward_levels", "log_levels", "log_split", "ratio_from_logs", "stop_bits3", "index3", "set_bits"]
 
 
 def grid(s, l):
@@ -184,3 +187,119 @@ def log_split(t, label, support, probs):
     base = np.log(probs) + log_fact[support].sum(axis=1)
     return _split_log_mass(t, np.ascontiguousarray(label, dtype=np.int64), support, base,
                            np.argmax(support, axis=1), log_fact)
+
+
+def index3(t):
+    """Position of each three-class vote vector ``t`` (shape ``(..., 3)``) in :func:`stop_bits3`'s order.
+
+    Level by level (``s = t_0 + t_1 + t_2``, the ``C(s + 2, 3)`` vectors of
+    fewer votes first), then by ``t_0``, then ``t_1``.
+    """
+    t = np.asarray(t, dtype=np.int64)
+    s = t.sum(axis=-1)
+    t0, t1 = t[..., 0], t[..., 1]
+    return s * (s + 1) * (s + 2) // 6 + t0 * (s + 1) - t0 * (t0 - 1) // 2 + t1
+
+
+@njit(cache=True, nogil=True)
+def _stop_bits3(T, support, probs, alpha, near_tol, tiny, ask):
+    T2 = T + 2
+    cur = np.zeros((3, T2, T2))  # level s + 1: cur[c, t0, t1] = r_c(t), the part whose urn has majority c
+    new = np.zeros((3, T2, T2))
+    # whether some urn of positive prior probability holds t (else q(t) is 0 exactly: no confidence, no stop)
+    held = np.zeros((T2, T2), dtype=np.uint8)
+    held_new = np.zeros((T2, T2), dtype=np.uint8)
+    for k in range(support.shape[0]):
+        a, b, c = support[k, 0], support[k, 1], support[k, 2]
+        m = 0 if (a >= b and a >= c) else (1 if b >= c else 2)
+        cur[m, a, b] += probs[k]
+        held[a, b] |= probs[k] > 0
+    n_vec = (T + 1) * (T + 2) * (T + 3) // 6
+    bits = np.zeros((n_vec + 7) // 8, dtype=np.uint8)
+    for i in range(T * (T + 1) * (T + 2) // 6, n_vec):  # level T: every vector stops
+        bits[i >> 3] |= np.uint8(128 >> (i & 7))
+    n_ask = 0
+    for s in range(T - 1, -1, -1):
+        inv = 1.0 / (s + 1)
+        base = s * (s + 1) * (s + 2) // 6
+        for t0 in range(s + 1):
+            n1 = s + 1 - t0
+            w0 = float(t0 + 1)
+            for c in range(3):  # one draw fewer: X_s(t) = sum_i X_{s+1}(t + e_i) (t_i + 1) / (s + 1)
+                up, here, out = cur[c, t0 + 1], cur[c, t0], new[c, t0]
+                for t1 in range(n1):
+                    out[t1] = (w0 * up[t1] + (t1 + 1.0) * here[t1 + 1] + (s - t0 - t1 + 1.0) * here[t1]) * inv
+            h_up, h_here, h_out = held[t0 + 1], held[t0], held_new[t0]
+            for t1 in range(n1):
+                h_out[t1] = h_up[t1] | h_here[t1 + 1] | h_here[t1]
+            r0, r1, r2 = new[0, t0], new[1, t0], new[2, t0]
+            row = base + t0 * (s + 1) - t0 * (t0 - 1) // 2
+            byte = row >> 3  # the bits of a row are consecutive: set them a byte at a time
+            acc = bits[byte]
+            for t1 in range(n1):
+                i = row + t1
+                if (i >> 3) != byte:
+                    bits[byte] = acc
+                    byte = i >> 3
+                    acc = bits[byte]
+                t2 = s - t0 - t1
+                q = r0[t1] + r1[t1] + r2[t1]
+                lead = r0[t1] if (t0 >= t1 and t0 >= t2) else (r1[t1] if t1 >= t2 else r2[t1])
+                if not h_out[t1]:
+                    continue
+                conf = lead / q if q >= tiny else np.nan
+                if abs(conf - alpha) > near_tol:  # False for NaN
+                    if conf > alpha:
+                        acc |= np.uint8(128 >> (i & 7))
+                else:
+                    if n_ask < ask.shape[0]:
+                        ask[n_ask, 0], ask[n_ask, 1], ask[n_ask, 2], ask[n_ask, 3] = i, t0, t1, t2
+                    n_ask += 1
+            bits[byte] = acc
+        cur, new = new, cur
+        held, held_new = held_new, held
+    return bits, n_ask
+
+
+def stop_bits3(T, support, probs, alpha, *, near_tol, tiny=1e-280):
+    """Three classes: whether P*(t, T) > α for every vote vector, one bit each (see :func:`index3`).
+
+    The urn's recursion (:func:`backward_levels`) run compiled, level by level
+    from the prior at ``s = T`` down to ``s = 0``, in probabilities: each level
+    is a law over its vote vectors (it sums to 1), and what rounding below the
+    smallest double drops from all levels together is below ``1e-299``
+    (``T <= 1001``), far below ``tiny``.  Bit :func:`index3` of ``t``
+    (most significant bit first, as :func:`numpy.packbits`) is set where
+    ``P*(t, T) = r_{c(t)}(t) / q(t) > α`` (``c(t)`` the current majority, the
+    lowest index on ties) or ``s == T``.  Vectors whose confidence is within
+    ``near_tol`` of α, or whose probability ``q(t)`` is positive but below
+    ``tiny`` (there rounding could decide), are left unset and returned in
+    ``ask``, for the caller to decide with the on-demand formula (and set with
+    :func:`set_bits`).  A vector no urn of positive prior probability holds
+    has probability 0 exactly (tracked apart, in integers) and no confidence:
+    its bit is unset, as the on-demand ``NaN > α`` is False.  Time ``O(T^3)`` (about 1.5 s at ``T = 1001``),
+    memory ``C(T + 3, 3) / 8`` bytes and ``6 (T + 2)^2`` floats.
+
+    Returns
+    -------
+    bits : ndarray of uint8
+    ask : ndarray of int64, shape (n, 3)
+        The vote vectors left to the caller.
+    """
+    args = (int(T), np.ascontiguousarray(support, dtype=np.int64), np.ascontiguousarray(probs, dtype=np.float64),
+            float(alpha), float(near_tol), float(tiny))
+    ask = np.empty((4096, 4), dtype=np.int64)  # position, t_0, t_1, t_2
+    bits, n_ask = _stop_bits3(*args, ask)
+    if n_ask > len(ask):  # more than the buffer held: once more with room for all
+        ask = np.empty((n_ask, 4), dtype=np.int64)
+        bits, n_ask = _stop_bits3(*args, ask)
+    return bits, ask[:n_ask, 1:].copy()
+
+
+def set_bits(bits, i, value):
+    """Set (``value`` True) or clear bits ``i`` of a packed array (most significant bit first, as
+    :func:`numpy.packbits`), in place."""
+    i = np.asarray(i, dtype=np.int64)
+    mask = (128 >> (i & 7)).astype(np.uint8)
+    np.bitwise_or.at(bits, i[value] >> 3, mask[value])
+    np.bitwise_and.at(bits, i[~value] >> 3, ~mask[~value])

@@ -32,7 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._cache import BoundedCache
-from ._urn import log_levels
+from ._urn import index3, log_levels, set_bits, stop_bits3
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
                           check_size, power_exceeds, prior_argument)
 from .confidence import PriorLike, check_prior, finite_confidence, infinite_confidence
@@ -57,6 +57,12 @@ MAX_T_STAR = 10**5
 #: ``prepare`` by the same backward induction, ``O(T^2)``: 2.5 s at T = 5,001,
 #: 11 s at the limit); beyond it confidences are computed on demand.
 MAX_STOP_BITS_T = 10_000
+#: The same for three classes (a prior given as ``(support, probs)``, or the
+#: uniform prior with ``method="exact"``): every vote vector's stop bit, built
+#: at ``prepare`` by the urn's recursion compiled (:func:`ensvote._urn.stop_bits3`,
+#: ``O(T^3)``: 0.16 s at T = 501, 1.4 s and 21 MB at the limit); beyond it
+#: confidences are computed on demand.
+MAX_STOP_BITS_T3 = 1_001
 #: Confidences this close to the threshold are recomputed with
 #: :func:`ensvote.finite_confidence` when stop decisions are tabulated beyond the
 #: dense table, so that a stop is ``finite_confidence(t) > α`` exactly.
@@ -778,7 +784,7 @@ class UrnRule(HaltingRule):
         if self._uses_bound(n_classes):
             self._check_bound_size(n_classes, build=True)
         elif (n_classes > 2 and self.method == "exact" and self._support is None
-              and self._beyond_dense(n_classes)
+              and self._beyond_dense(n_classes) and not self._has_stop_bits(n_classes)
               and n_classes * self.n_members ** 3 > MAX_EXACT_WORK):
             raise ValueError(
                 f"method='exact' computes Eq. 3 for {n_classes} classes vote vector by vector, at a cost of "
@@ -793,8 +799,9 @@ class UrnRule(HaltingRule):
         return power_exceeds(self.n_members + 1, l, MAX_DENSE_TABLE)
 
     def _has_stop_bits(self, l):
-        """Whether ``l``-class decisions are kept as stop bits (two classes beyond the dense table)."""
-        return l == 2 and self.n_members <= MAX_STOP_BITS_T and self._beyond_dense(2)
+        """Whether ``l``-class decisions are kept as stop bits (two or three classes beyond the dense table)."""
+        limit = {2: MAX_STOP_BITS_T, 3: MAX_STOP_BITS_T3}.get(l, -1)
+        return self.n_members <= limit and self._beyond_dense(l) and not self._uses_bound(l)
 
     def _uses_bound(self, l):
         """Whether ``l``-class confidences come from the union bound (:mod:`ensvote.manyclass`)."""
@@ -973,28 +980,35 @@ class UrnRule(HaltingRule):
             else:
                 vals[r] = v
         if todo:
-            prior = None if self._support is None else (self._support, self._probs)
-            if prior is None and t.shape[-1] > 2:  # exact Eq. 3 from Prop. 3's product form
-                new = urn_confidence_exact(uniq[todo], self.n_members)
-            else:
-                new = finite_confidence(uniq[todo], self.n_members, prior=prior)
+            new = self._on_demand(uniq[todo])
             vals[todo] = new
             for r, v in zip(todo, new):
                 memo[uniq[r].tobytes()] = float(v)
         return vals[inv.reshape(-1)].reshape(t.shape[:-1])
 
+    def _on_demand(self, t):
+        """Eq. 3 for the vote vectors ``t`` (shape ``(n, l)``), each a sum over the prior's support."""
+        if self._support is None and t.shape[-1] > 2:  # exact Eq. 3 from Prop. 3's product form
+            return urn_confidence_exact(t, self.n_members)
+        prior = None if self._support is None else (self._support, self._probs)
+        return finite_confidence(t, self.n_members, prior=prior)
+
     def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         bits = self._stop_bits(t.shape[-1])
         if bits is not None:
-            s = t.sum(axis=-1)
-            i = s * (s + 1) // 2 + t[..., 0]
+            if t.shape[-1] == 2:
+                s = t.sum(axis=-1)
+                i = s * (s + 1) // 2 + t[..., 0]
+            else:
+                i = index3(t)
             return ((bits[i >> 3] >> (7 - (i & 7))) & 1).astype(bool)
         conf = self._confidence(t)
         return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
 
     def _stop_bits(self, l):
-        """Two classes beyond the dense table (``T <= MAX_STOP_BITS_T``): every stop decision, one bit per vote vector.
+        """Two or three classes beyond the dense table (``T <= MAX_STOP_BITS_T``, ``MAX_STOP_BITS_T3``): every
+        stop decision, one bit per vote vector.
 
         None where the decisions come from a confidence table or on demand.
         """
@@ -1003,14 +1017,26 @@ class UrnRule(HaltingRule):
             return None
         bits = self.__dict__.get("_bits")  # the rule's own, then the shared cache
         if bits is None:
-            prior = self._prior_for(2)
+            prior = self._prior_for(l)
             support, probs = prior
             key = (T, "stop bits", prior.key, self.confidence)
             bits = _URN_TABLES.get(key)
             if bits is None:
-                bits = _URN_TABLES[key] = _urn_stop_bits(T, support, probs, self.confidence)
+                if l == 2:
+                    bits = _urn_stop_bits(T, support, probs, self.confidence)
+                else:
+                    bits = self._stop_bits3(support, probs)
                 bits.setflags(write=False)
+                _URN_TABLES[key] = bits
             self._bits = bits
+        return bits
+
+    def _stop_bits3(self, support, probs):
+        """Three classes: :func:`ensvote._urn.stop_bits3`, the vote vectors it leaves decided by :meth:`_on_demand`."""
+        T = self.n_members
+        bits, ask = stop_bits3(T, support, probs, self.confidence, near_tol=_NEAR_THRESHOLD)
+        if len(ask):  # the vectors near the threshold or of (nearly) zero probability: Eq. 3 itself
+            set_bits(bits, index3(ask), self._on_demand(ask) > self.confidence)
         return bits
 
     def on_demand_warning(self, n_classes: int) -> SlowVoteWarning | None:
@@ -1043,6 +1069,8 @@ class UrnRule(HaltingRule):
             return None
         if l == 2:
             limit, largest = f"T above MAX_STOP_BITS_T = {MAX_STOP_BITS_T:,}", MAX_STOP_BITS_T
+        elif l == 3:
+            limit, largest = f"T above MAX_STOP_BITS_T3 = {MAX_STOP_BITS_T3:,}", MAX_STOP_BITS_T3
         else:
             largest = int(round(MAX_DENSE_TABLE ** (1 / l))) + 1
             while power_exceeds(largest + 1, l, MAX_DENSE_TABLE):

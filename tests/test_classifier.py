@@ -97,19 +97,23 @@ def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
 
-def test_fit_warns_when_the_rule_would_evaluate_on_demand():
-    # three classes, T = 171: (T + 1)**3 vote vectors exceed the urn rule's dense table; the
-    # out-of-bag prior has no union bound, so every new vote vector would cost a sum over the prior
+def test_fit_warns_when_the_rule_would_evaluate_on_demand(monkeypatch):
+    # three classes, T = 171: (T + 1)**3 vote vectors exceed the urn rule's dense table, and the stop
+    # bits stop at MAX_STOP_BITS_T3 (lowered here to 170); the out-of-bag prior has no union bound, so
+    # every new vote vector would cost a sum over the prior
     import warnings
 
     X, y = make_classification(150, 6, n_informative=4, n_classes=3, random_state=0)
     forest = RandomForestClassifier(n_estimators=171, max_depth=2, random_state=0)
-    with pytest.warns(ev.SlowVoteWarning, match="T=171 members and 3 classes.*at most 169 members"):
-        ev.HaltingClassifier(forest, prior="oob").fit(X, y)
+    with monkeypatch.context() as m:
+        m.setattr(ev.rules, "MAX_STOP_BITS_T3", 170)
+        with pytest.warns(ev.SlowVoteWarning, match="T=171 members and 3 classes.*MAX_STOP_BITS_T3 = 170.*at most 170"):
+            ev.HaltingClassifier(forest, prior="oob").fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ev.SlowVoteWarning)
         ev.HaltingClassifier(forest, prior="uniform").fit(X, y)  # the union bound: a table
         ev.HaltingClassifier(forest, rule="infinite").fit(X, y)
+        ev.HaltingClassifier(forest, prior="oob").fit(X, y)  # stop bits up to MAX_STOP_BITS_T3 = 1,001
         ev.HaltingClassifier(forest.set_params(n_estimators=169), prior="oob").fit(X, y)
 
 

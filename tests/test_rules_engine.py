@@ -190,14 +190,73 @@ def test_urn_stop_bits_at_T_5001_match_eq3_where_the_decision_changes():
     np.testing.assert_array_equal(stop[pick], ref)
 
 
+def _three_class_states(T):
+    return np.array([(a, b, s - a - b) for s in range(T + 1) for a in range(s + 1) for b in range(s + 1 - a)])
+
+
+def _three_class_priors(T):
+    support, _ = ev.confidence.check_prior(None, T, 3)
+    skew = np.random.default_rng(ev.SEED).random(len(support)) ** 6
+    gappy = np.where((support[:, 0] % 5 == 0) | (support[:, 2] > 0.75 * T), 1.0, 0.0)  # zeros in between
+    return {"uniform": None, "skew": (support, skew / skew.sum()), "gappy": (support, gappy / gappy.sum())}
+
+
+def test_index3_numbers_the_vote_vectors_level_by_level():
+    t = _three_class_states(12)
+    np.testing.assert_array_equal(ev._urn.index3(t), np.arange(len(t)))
+    assert ev._urn.index3([[0, 0, 13]]).tolist() == [len(t)]
+
+
+@pytest.mark.parametrize("prior", ["uniform", "skew", "gappy"])
+@pytest.mark.parametrize("alpha", [0.9, 0.99, 0.999])
+def test_three_class_stop_bits_equal_the_dense_table_and_eq3_on_every_vote_vector(monkeypatch, prior, alpha):
+    # three classes beyond the dense table: one stop bit per vote vector from the compiled recursion
+    # (ensvote._urn.stop_bits3); the dense limit is lowered so that both exist at T = 40
+    T = 40
+    p = _three_class_priors(T)[prior]
+    method = "exact" if p is None else "auto"  # the uniform prior's default beyond the table is the bound
+    t = _three_class_states(T)
+    dense = ev.UrnRule(T, alpha, prior=p, method=method)
+    assert dense._stop_bits(3) is None
+    expected = dense.decide(t)
+    monkeypatch.setattr(ev.rules, "MAX_DENSE_TABLE", 100)
+    ev.clear_caches()
+    rule = ev.UrnRule(T, alpha, prior=p, method=method)
+    assert rule.table(3) is None and rule._stop_bits(3) is not None and rule.on_demand_warning(3) is None
+    np.testing.assert_array_equal(rule.decide(t), expected)
+    on_demand = rule._on_demand(t) > alpha
+    np.testing.assert_array_equal(rule.decide(t), on_demand | (t.sum(axis=1) == T))
+    assert rule.decide(t[None, :7].repeat(2, axis=0)).shape == (2, 7)
+
+
+def test_three_class_stop_bits_leave_near_vectors_to_eq3_and_never_stop_at_probability_zero():
+    # what the compiled recursion cannot decide safely it returns; the rule decides those with Eq. 3
+    T = 30
+    support, probs = _three_class_priors(T)["gappy"]
+    t = _three_class_states(T)
+    below = t.sum(axis=1) < T
+    zero = np.isnan(ev.finite_confidence(t, T, prior=(support, probs))) & below  # no urn of the prior holds t
+    assert zero.sum() > 100
+    bits, ask = ev._urn.stop_bits3(T, support, probs, 0.99, near_tol=1e-9)
+    stop = np.unpackbits(bits)[: len(t)].astype(bool)
+    assert not stop[zero].any() and not set(map(tuple, t[zero])) & set(map(tuple, ask))
+    # a tolerance of 1 leaves every vector of positive probability below level T to Eq. 3, none set
+    bits, ask = ev._urn.stop_bits3(T, support, probs, 0.99, near_tol=1.0)
+    assert len(ask) == (below & ~zero).sum() > 4096  # more than the first buffer: the second pass holds them all
+    np.testing.assert_array_equal(np.sort(ev._urn.index3(ask)), np.flatnonzero(below & ~zero))
+    np.testing.assert_array_equal(np.unpackbits(bits)[: len(t)].astype(bool), ~below)
+
+
 def test_urn_rule_warns_only_where_it_evaluates_on_demand():
     assert ev.UrnRule(101).on_demand_warning(2) is None
     assert ev.UrnRule(10_000).on_demand_warning(2) is None
     w = ev.UrnRule(10_001).on_demand_warning(2)
     assert isinstance(w, ev.SlowVoteWarning) and "MAX_STOP_BITS_T = 10,000" in str(w)
     assert ev.UrnRule(169, prior=ev.uniform_prior(169, 3)).on_demand_warning(3) is None
-    w = ev.UrnRule(170, prior=ev.uniform_prior(170, 3)).on_demand_warning(3)
-    assert "at most 169 members for 3 classes" in str(w) and "rule='infinite'" in str(w)
+    assert ev.UrnRule(1001, prior=ev.uniform_prior(1001, 3)).on_demand_warning(3) is None
+    w = ev.UrnRule(1002, prior=ev.uniform_prior(1002, 3)).on_demand_warning(3)
+    assert "MAX_STOP_BITS_T3 = 1,001" in str(w) and "at most 1,001 members for 3 classes" in str(w)
+    assert "rule='infinite'" in str(w)
     assert ev.UrnRule(170).on_demand_warning(3) is None  # the uniform prior: the union bound, a table
 
 
