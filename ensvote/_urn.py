@@ -35,7 +35,8 @@ import numpy as np
 from numba import njit, prange
 from scipy import special
 
-__all__ = ["grid", "backward_levels", "log_levels", "log_split", "ratio_from_logs", "stop_bits3", "index3", "set_bits"]
+__all__ = ["grid", "backward_levels", "log_levels", "log_split", "ratio_from_logs", "stop_bits3", "level_index", "level_vectors",
+           "set_bits"]
 
 
 def grid(s, l):
@@ -189,16 +190,50 @@ def log_split(t, label, support, probs):
                            np.argmax(support, axis=1), log_fact)
 
 
-def index3(t):
-    """Position of each three-class vote vector ``t`` (shape ``(..., 3)``) in :func:`stop_bits3`'s order.
+def level_index(t):
+    """Place of each vote vector ``t`` (shape ``(..., l)``, ``l`` = 2 or 3) in level order.
 
-    Level by level (``s = t_0 + t_1 + t_2``, the ``C(s + 2, 3)`` vectors of
-    fewer votes first), then by ``t_0``, then ``t_1``.
+    Fewer votes first (the ``C(s + l - 1, l)`` vectors with fewer than ``s =
+    sum(t)`` votes come before ``t``), then by ``t_0``, then ``t_1``: the
+    order of the urn rule's stop bits (:func:`stop_bits3`,
+    :meth:`ensvote.HaltingRule.stop_bits`).
+
+    Examples
+    --------
+    >>> from ensvote.engine import level_index
+    >>> level_index([[0, 0], [0, 1], [1, 0], [0, 2]]).tolist()
+    [0, 1, 2, 3]
+    >>> level_index([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 2]]).tolist()
+    [0, 1, 2, 3, 4]
     """
     t = np.asarray(t, dtype=np.int64)
+    if t.shape[-1] not in (2, 3):
+        raise ValueError(f"level order is defined for 2 or 3 classes, got {t.shape[-1]}")
     s = t.sum(axis=-1)
-    t0, t1 = t[..., 0], t[..., 1]
-    return s * (s + 1) * (s + 2) // 6 + t0 * (s + 1) - t0 * (t0 - 1) // 2 + t1
+    t0 = t[..., 0]
+    if t.shape[-1] == 2:
+        return s * (s + 1) // 2 + t0
+    return s * (s + 1) * (s + 2) // 6 + t0 * (s + 1) - t0 * (t0 - 1) // 2 + t[..., 1]
+
+
+def level_vectors(T, l):
+    """Every vote vector of ``l`` = 2 or 3 classes with at most ``T`` votes, in level order (:func:`level_index`).
+
+    Examples
+    --------
+    >>> from ensvote._urn import level_vectors
+    >>> level_vectors(2, 2).tolist()
+    [[0, 0], [0, 1], [1, 0], [0, 2], [1, 1], [2, 0]]
+    """
+    out = []
+    for s in range(T + 1):
+        if l == 2:
+            t0 = np.arange(s + 1)
+            out.append(np.column_stack([t0, s - t0]))
+        else:
+            t0, t1 = np.nonzero(np.add.outer(np.arange(s + 1), np.arange(s + 1)) <= s)
+            out.append(np.column_stack([t0, t1, s - t0 - t1]))
+    return np.concatenate(out).astype(np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -262,13 +297,13 @@ def _stop_bits3(T, support, probs, alpha, near_tol, tiny, ask):
 
 
 def stop_bits3(T, support, probs, alpha, *, near_tol, tiny=1e-280):
-    """Three classes: whether P*(t, T) > α for every vote vector, one bit each (see :func:`index3`).
+    """Three classes: whether P*(t, T) > α for every vote vector, one bit each (see :func:`level_index`).
 
     The urn's recursion (:func:`backward_levels`) run compiled, level by level
     from the prior at ``s = T`` down to ``s = 0``, in probabilities: each level
     is a law over its vote vectors (it sums to 1), and what rounding below the
     smallest double drops from all levels together is below ``1e-299``
-    (``T <= 1001``), far below ``tiny``.  Bit :func:`index3` of ``t``
+    (``T <= 1001``), far below ``tiny``.  Bit :func:`level_index` of ``t``
     (most significant bit first, as :func:`numpy.packbits`) is set where
     ``P*(t, T) = r_{c(t)}(t) / q(t) > α`` (``c(t)`` the current majority, the
     lowest index on ties) or ``s == T``.  Vectors whose confidence is within

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import warnings
@@ -13,11 +14,12 @@ from numpy.typing import ArrayLike
 from scipy import sparse
 
 from ._cache import BoundedCache
+from ._urn import level_index
 from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, power_exceeds
 from .rules import HaltingRule, decided
 
-__all__ = ["HaltResult", "StopMemo", "StopTable", "TreeEnsemble", "code_layout", "halt", "label_table", "run_halting",
-           "stop_memo", "stop_table"]
+__all__ = ["HaltResult", "StopMemo", "StopTable", "TreeEnsemble", "code_layout", "halt", "label_table",
+           "level_index", "run_halting", "stop_memo", "stop_table"]
 
 # upper bound on the entries of one block's cumulative count array (rows x members x classes)
 _BLOCK_ENTRIES = 4_000_000
@@ -218,6 +220,14 @@ def halt(votes: ArrayLike, rule: HaltingRule, *, n_classes: int | None = None) -
 class StopTable(NamedTuple):
     """A rule's stop decisions for every count vector (see :func:`stop_table`).
 
+    Either a flat boolean table indexed by the count code (``layout[0] ==
+    0``, codes in radix ``T + 1``) or, beyond its size, the rule's stop bits
+    in level order (:meth:`ensvote.HaltingRule.stop_bits`, ``layout[0]`` =
+    the number of classes, 2 or 3), with codes in radix ``2 ** b`` (``b``
+    bits per class, ``2 ** b > T``): the vote vector is read off the code's
+    bit fields, and its :func:`level_index` is the bit.  ``layout`` is
+    ``(mode, radix, radix ** l)``; codes from ``radix ** l`` up never stop.
+
     Examples
     --------
     >>> from ensvote import ExactRule
@@ -227,9 +237,10 @@ class StopTable(NamedTuple):
     (array([6, 1], dtype=int32), array([False, False, False,  True,  True,  True]))
     """
 
-    table: np.ndarray  #: flat boolean table indexed by mixed-radix code
+    table: np.ndarray  #: flat boolean table indexed by count code, or packed stop bits (uint8)
     stride: np.ndarray  #: code increment of a vote for each class
     stops_at: np.ndarray  #: ``stops_at[s]``: some count vector with ``s`` votes stops
+    layout: np.ndarray  #: ``(0 or l, radix, radix ** l)``, int64
 
     @property
     def min_votes(self):
@@ -246,6 +257,69 @@ class StopTable(NamedTuple):
         """
         hit = np.flatnonzero(self.stops_at)
         return int(hit[0]) if hit.size else len(self.stops_at) - 1
+
+    @property
+    def flat(self):
+        """Whether the decisions are a flat table indexed by code (else stop bits in level order).
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import stop_table
+        >>> stop_table(UrnRule(T=101), 101, 2).flat, stop_table(UrnRule(T=2001), 2001, 2).flat
+        (True, False)
+        """
+        return bool(self.layout[0] == 0)
+
+    def counts(self, code):
+        """The vote vectors of count codes ``code`` (shape ``(n, l)``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import stop_table
+        >>> tab = stop_table(UrnRule(T=2001), 2001, 2)  # stop bits: 11 bits per class
+        >>> tab.stride, tab.counts(np.array([3 * 2048 + 5]))
+        (array([2048,    1], dtype=int32), array([[3, 5]]))
+        """
+        return _decode(code, int(self.layout[1]) - 1, len(self.stride))
+
+    def stops(self, code):
+        """The decision at each count code (vectorised; codes from ``radix ** l`` up: False).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ensvote import ExactRule
+        >>> from ensvote.engine import stop_table
+        >>> stop_table(ExactRule(5), 5, 2).stops(np.array([6 * 3 + 0, 6 * 2 + 1]))
+        array([ True, False])
+        """
+        code = np.asarray(code, dtype=np.int64)
+        if self.flat:
+            return self.table.take(code)
+        ok = code < self.layout[2]
+        i = level_index(self.counts(np.where(ok, code, 0)))
+        return ok & ((self.table[i >> 3] >> (7 - (i & 7))) & 1).astype(bool)
+
+    def kernel_args(self):
+        """``(table, layout, stops_at)`` for :func:`ensvote.kernel.run_forest`: the flat table with None, or the
+        stop bits with ``(l, b, 2 ** (l b))`` (the bits per class).
+
+        Examples
+        --------
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import stop_table
+        >>> table, layout, stops_at = stop_table(UrnRule(T=2001), 2001, 2).kernel_args()
+        >>> layout, len(table), int(stops_at.argmax())
+        (array([      2,      11, 4194304]), 250626, 6)
+        """
+        if self.flat:
+            return self.table, None, self.stops_at
+        lay = np.array([self.layout[0], int(self.layout[1]).bit_length() - 1, self.layout[2]], dtype=np.int64)
+        lay.setflags(write=False)
+        return self.table, lay, self.stops_at
 
 
 def stop_table(rule, n_members, n_classes):
@@ -299,8 +373,10 @@ def stop_table(rule, n_members, n_classes):
     rule.prepare(n_members, n_classes)
     T, l = int(n_members), int(n_classes)
     key_rule = rule.table_key(l)
-    if key_rule is None or power_exceeds(T + 1, l, MAX_STOP_TABLE):
+    if key_rule is None:
         return None
+    if power_exceeds(T + 1, l, MAX_STOP_TABLE):
+        return _bits_table(rule, T, l, key_rule)
     key = (key_rule, T, l)
     hit = _STOP_TABLES.get(key)
     if hit is not None:
@@ -320,9 +396,41 @@ def stop_table(rule, n_members, n_classes):
     table[states @ stride.astype(np.int64)] = stops
     stops_at = np.zeros(T + 1, dtype=bool)
     stops_at[states[stops].sum(axis=1)] = True
-    for a in (table, stride, stops_at):
+    layout = np.array([0, T + 1, (T + 1) ** l], dtype=np.int64)
+    for a in (table, stride, stops_at, layout):
         a.setflags(write=False)
-    hit = _STOP_TABLES[key] = StopTable(table, stride, stops_at)
+    hit = _STOP_TABLES[key] = StopTable(table, stride, stops_at, layout)
+    return hit
+
+
+def _bits_table(rule, T, l, key_rule):
+    """:func:`stop_table` from the rule's stop bits (two or three classes, :meth:`HaltingRule.stop_bits`), or None."""
+    b = T.bit_length()  # bits per class: 2 ** b > T
+    if l > 3 or l * b > 30:  # int32 codes, with room to park a row at 2 ** (l b) and add T votes
+        return None
+    bits = rule.stop_bits(T, l)
+    if bits is None:
+        return None
+    key = (key_rule, T, l, "bits")
+    hit = _STOP_TABLES.get(key)
+    if hit is not None and hit.table is bits:
+        return hit
+    n_vec = math.comb(T + l, l)
+    if not isinstance(bits, np.ndarray) or bits.dtype != np.uint8 or bits.shape != (-(-n_vec // 8),):
+        raise ValueError(f"{type(rule).__name__}.stop_bits({T}, {l}) must be a uint8 array of {-(-n_vec // 8):,} "
+                         f"bytes (one bit for each of the {n_vec:,} vote vectors), got "
+                         f"{getattr(bits, 'dtype', type(bits).__name__)} of shape {getattr(bits, 'shape', None)}")
+    from .kernel import level_any
+
+    # stops_at[s]: any bit of level s set (the C(s + l - 1, l - 1) vectors from place C(s + l - 1, l))
+    starts = np.array([math.comb(s + l - 1, l) for s in range(T + 2)], dtype=np.int64)
+    stops_at = level_any(bits, starts)
+    stops_at[0] = False  # no vote: never looked up
+    layout = np.array([l, 1 << b, 1 << (l * b)], dtype=np.int64)
+    stride = np.array([1 << (b * (l - 1 - c)) for c in range(l)], dtype=np.int32)
+    for a in (stride, stops_at, layout):
+        a.setflags(write=False)
+    hit = _STOP_TABLES[key] = StopTable(bits, stride, stops_at, layout)
     return hit
 
 
@@ -449,7 +557,7 @@ def label_table(n_members, n_classes):
     return hit
 
 
-def table_result(code, n_queried, n_members, table, stride):
+def table_result(code, n_queried, n_members, tab):
     """The :class:`HaltResult` of rows that ended at ``code`` after ``n_queried`` members.
 
     Parameters
@@ -460,8 +568,8 @@ def table_result(code, n_queried, n_members, table, stride):
         Members queried per row.
     n_members : int
         Ensemble size ``T``.
-    table, stride : ndarray
-        The rule's :class:`StopTable` fields of the same names.
+    tab : StopTable
+        The rule's.
 
     Returns
     -------
@@ -473,14 +581,14 @@ def table_result(code, n_queried, n_members, table, stride):
     >>> from ensvote import ExactRule
     >>> from ensvote.engine import stop_table, table_result
     >>> tab = stop_table(ExactRule(5), 5, 2)
-    >>> res = table_result(np.array([6 * 3 + 0, 6 * 2 + 3]), np.array([3, 5]), 5, tab.table, tab.stride)
+    >>> res = table_result(np.array([6 * 3 + 0, 6 * 2 + 3]), np.array([3, 5]), 5, tab)
     >>> res.labels, res.counts
     (array([0, 1]), array([[3, 0],
            [2, 3]]))
     """
-    return HaltResult(labels=label_table(n_members, len(stride)).take(code), n_queried=n_queried,
-                      counts=_decode(code, n_members, len(stride)), n_members=n_members,
-                      stopped=table[code])
+    counts = tab.counts(code)
+    return HaltResult(labels=np.argmax(counts, axis=1), n_queried=n_queried, counts=counts, n_members=n_members,
+                      stopped=tab.stops(code))
 
 
 class StopMemo:
@@ -850,7 +958,7 @@ class _TableCodes:
     """:class:`_Tally`'s codes with the dense stop table: int32 codes, a stop check is one look-up."""
 
     def __init__(self, tab):
-        self.tab, self.parked, self.check = tab, len(tab.table) // 2, tab.stops_at.tolist()
+        self.tab, self.parked, self.check = tab, int(tab.layout[2]), tab.stops_at.tolist()
 
     def zeros(self, n):
         return np.zeros(n, dtype=np.int32)
@@ -859,7 +967,7 @@ class _TableCodes:
         code += self.tab.stride.take(cls)
 
     def stops(self, code):
-        return self.tab.table.take(code)
+        return self.tab.stops(code)
 
     def live(self, code):
         return code < self.parked
@@ -868,7 +976,7 @@ class _TableCodes:
         code[k] = self.parked
 
     def result(self, code_end, n_queried, n_members):
-        return table_result(code_end, n_queried, n_members, self.tab.table, self.tab.stride)
+        return table_result(code_end, n_queried, n_members, self.tab)
 
 
 class _MemoCodes:
@@ -1131,6 +1239,7 @@ class TreeEnsemble:
         self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
         self._one = (None, None)  # (rule, its plan packed for kernel.label_one, or None: no dense table)
         self._memo_nodes = None  # per node, the code word and increment of its class (code_layout), on first use
+        self._bits_nodes = None  # (stride, per node the code increment of its class) for stop bits, on first use
         self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
         # the same, stacked in the compiled loop's node order
         self._proba_nodes = None if leaf_proba is None else np.ascontiguousarray(self.arrays.nodes(self.leaf_proba))
@@ -1225,7 +1334,7 @@ class TreeEnsemble:
         rule_, tab, labels = self._plan
         if rule_ is not rule:
             tab = stop_table(rule, self.n_members, self.n_classes)
-            labels = None if tab is None else label_table(self.n_members, self.n_classes)
+            labels = None if tab is None or not tab.flat else label_table(self.n_members, self.n_classes)
             self._plan = (rule, tab, labels)
         return None if tab is None else (tab, labels)
 
@@ -1263,7 +1372,7 @@ class TreeEnsemble:
         if plan is None:
             return self._halt_memo(X, rule, n_jobs)
         tab = plan[0]
-        return table_result(*self._codes(X, tab, n_jobs), self.n_members, tab.table, tab.stride)
+        return table_result(*self._codes(X, tab, n_jobs), self.n_members, tab)
 
     def labels(self, X, rule, n_jobs=None):
         """The class index each row of ``X`` ends at (``halt(X, rule).labels`` without the counts).
@@ -1297,6 +1406,8 @@ class TreeEnsemble:
         if plan is None:
             return self._halt_memo(X, rule, n_jobs).labels
         code_end, _ = self._codes(X, plan[0], n_jobs)
+        if plan[1] is None:  # stop bits: no label per code, the counts' majority
+            return np.argmax(plan[0].counts(code_end), axis=1)
         return plan[1].take(code_end)
 
     def label_one(self, x, rule):
@@ -1345,7 +1456,10 @@ class TreeEnsemble:
 
         _label_one = kernel.label_one
         plan = self.plan(rule)
-        self._one = (rule, None if plan is None else kernel.pack_plan(plan[0].table, plan[0].stops_at, plan[1]))
+        one = None
+        if plan is not None and plan[0].flat:  # (with stop bits: the batch loop, labels from the counts)
+            one = kernel.pack_plan(plan[0].table, plan[0].stops_at, plan[1])
+        self._one = (rule, one)
         return self._one
 
     def soft_halt(self, X, n_jobs=None, need=None):
@@ -1439,7 +1553,12 @@ class TreeEnsemble:
             return self._codes_numpy(X, _TableCodes(tab))
         from . import kernel
 
-        return kernel.run_forest(X, self.arrays, tab.table, tab.stops_at, n_jobs)
+        node_code = None
+        if not tab.flat:  # the stop bits' codes (radix 2 ** b) for each node
+            if self._bits_nodes is None or self._bits_nodes[0] is not tab.stride:
+                self._bits_nodes = (tab.stride, tab.stride.take(self.arrays.nodes(self.leaf_class)))
+            node_code = self._bits_nodes[1]
+        return kernel.run_forest(X, self.arrays, *tab.kernel_args(), n_jobs, node_code=node_code)
 
     def _halt_memo(self, X, rule, n_jobs):
         """:meth:`halt` with the decisions of the vote vectors reached memoised (no dense stop table)."""

@@ -3,8 +3,9 @@
 The engine's table-driven fast path (see :func:`ensvote.engine.stop_table`)
 carries each row's vote counts as one mixed-radix code; a member adds the code
 increment of the class it votes for, and the stop check is one look-up in the
-rule's flat boolean stop table.  This module runs that loop compiled with
-numba over the flattened node arrays of a fitted forest
+rule's flat stop table or, beyond its size, in the rule's stop bits (the
+code read as its vote vector's place: :func:`_stops`).  This module runs
+that loop compiled with numba over the flattened node arrays of a fitted forest
 (:class:`ForestArrays`, :func:`run_forest`, :func:`label_one`), each row
 leaving the loop as soon as its rule stops it.
 
@@ -42,7 +43,8 @@ import time
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 __all__ = ["ForestArrays", "compile_kernels", "label_one", "pack", "pack_plan", "resolve_n_jobs", "run_forest",
            "run_forest_lazy", "run_soft", "soft_margin"]
@@ -158,7 +160,44 @@ def _walk_rows(X, rows, n, root, depth, left, feature, threshold, nan_right, nan
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, depth, node_code, roots, table, check):
+def _stops_bits(table, code, lay):
+    """Whether the count code ``code`` stops, from the level-ordered stop bits ``table`` of ``lay[0]`` = 2 or 3
+    classes.  Such codes are in radix ``2 ** b`` (``lay = (l, b, 2 ** (l b))``, see
+    :class:`ensvote.engine.StopTable`): the vote vector is the code's ``b``-bit fields, and its
+    :func:`ensvote.engine.level_index` the bit; codes from ``2 ** (l b)`` up never stop.  No branch
+    but the choice of ``l``."""
+    c = np.int64(code)
+    b = lay[1]
+    mask = (np.int64(1) << b) - 1
+    if lay[0] == 2:
+        t0 = c >> b
+        s = t0 + (c & mask)
+        i = s * (s + 1) // 2 + t0
+    else:
+        t0 = c >> (2 * b)
+        t1 = (c >> b) & mask
+        s = t0 + t1 + (c & mask)
+        i = s * (s + 1) * (s + 2) // 6 + t0 * (s + 1) - t0 * (t0 - 1) // 2 + t1
+    ok = c < lay[2]
+    i = i if ok else 0
+    return ok & (((table[i >> 3] >> (7 - (i & 7))) & 1) != 0)
+
+
+def _stops(table, code, lay):
+    """Whether the count code ``code`` stops: ``table[code]`` when ``lay`` is None (the flat table), else
+    :func:`_stops_bits`.  Chosen when the loop is compiled (one compiled loop for each), so the flat table's
+    loop is the same as if the stop bits did not exist."""
+
+
+@overload(_stops)
+def _stops_impl(table, code, lay):
+    if isinstance(lay, types.NoneType):
+        return lambda table, code, lay: table[code]
+    return lambda table, code, lay: _stops_bits(table, code, lay)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check):
     """One row (from ``xf[p]``) that has walked ``j`` trees to count code ``code``, on to its stop:
     ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap), then
     their votes in order, the stop checked after each tree as one tree at a time would."""
@@ -175,18 +214,18 @@ def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, depth, node
         for leaf in (n0, n1, n2, n3):
             code += node_code[leaf]
             j += 1
-            if j < T and check[j] and table[code]:
+            if j < T and check[j] and _stops(table, code, lay):
                 return code, j
     while j < T:
         code += node_code[_walk(xf, p, roots[j], left, feature, threshold, nan_right)]
         j += 1
-        if j < T and check[j] and table[code]:
+        if j < T and check[j] and _stops(table, code, lay):
             return code, j
     return code, T
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
+def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
     stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
@@ -204,7 +243,7 @@ def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code
                 r = active[i]
                 code_end[r], n_queried[r] = _finish_row(Xf, np.uint64(r) * np.uint64(X.shape[1]), j, code[i], left,
                                                         feature, threshold, nan_right, depth, node_code, roots,
-                                                        table, check)
+                                                        table, lay, check)
             n_active = 0
             break
         root = np.uint32(roots[j])
@@ -213,7 +252,7 @@ def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code
             keep = 0
             for i in range(n_active):
                 c = code[i] + node_code[leaf_of[i]]
-                if table[c]:
+                if _stops(table, c, lay):
                     code_end[active[i]] = c
                     n_queried[active[i]] = j + 1
                 else:
@@ -230,26 +269,26 @@ def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code
 
 
 @njit(cache=True, nogil=True)
-def _forest_serial(X, block, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
+def _forest_serial(X, block, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check,
                    code_end, n_queried):
     n = X.shape[0]
     for a in range(0, n, block):
         _forest_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, node_code, roots,
-                      table, check, code_end, n_queried)
+                      table, lay, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forest_parallel(X, block, left, feature, threshold, nan_right, depth, node_code, roots, table, check,
+def _forest_parallel(X, block, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check,
                      code_end, n_queried):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
         _forest_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, node_code, roots,
-                      table, check, code_end, n_queried)
+                      table, lay, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True)
-def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots, table, check):
+def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check):
     """One row ``x`` (float32 or float64, 1-D): ``(code, n_queried)``, or ``(-1, 0)`` if a
     feature is infinite once cast to float32 (the caller then runs the full validation)."""
     x32 = np.empty((1, x.shape[0]), dtype=np.float32)
@@ -258,7 +297,7 @@ def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots,
         if np.isinf(x32[0, k]):
             return -1, 0
     return _finish_row(x32.reshape(x32.shape[1]), np.uint64(0), 0, 0, left, feature, threshold, nan_right, depth,
-                       node_code, roots, table, check)
+                       node_code, roots, table, lay, check)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -803,7 +842,7 @@ def pack(specs):
 
 
 def pack_plan(table, stops_at, labels):
-    """The stop table, the members after which a stop is possible, and the label of each code, in one buffer
+    """The flat stop table, the members after which a stop is possible, and the label of each code, in one buffer
     (the second array :func:`label_one` takes)."""
     buf, (t, s, lab) = pack([(len(table), np.bool_), (len(stops_at), np.bool_), (len(labels), np.int64)])
     t[:], s[:], lab[:] = table, stops_at, labels
@@ -824,8 +863,20 @@ def label_one(x, forest, plan):
                           forest[f[4]:f[5]].view(np.float32), forest[f[6]:f[7]].view(np.uint32),
                           forest[f[8]:f[9]].view(np.int64), forest[f[10]:f[11]].view(np.int32),
                           forest[f[12]:f[13]].view(np.int64),
-                          plan[p[0]:p[1]].view(np.bool_), plan[p[2]:p[3]].view(np.bool_))
+                          plan[p[0]:p[1]].view(np.bool_), None, plan[p[2]:p[3]].view(np.bool_))
     return -1 if code < 0 else plan[p[4]:p[5]].view(np.int64)[code]
+
+
+@njit(cache=True, nogil=True)
+def level_any(bits, starts):
+    """``out[s]``: whether any of the bits ``starts[s]`` to ``starts[s + 1] - 1`` of the packed ``bits`` is set."""
+    out = np.zeros(starts.shape[0] - 1, dtype=np.bool_)
+    for s in range(starts.shape[0] - 1):
+        for i in range(starts[s], starts[s + 1]):
+            if (bits[i >> 3] >> (7 - (i & 7))) & 1:
+                out[s] = True
+                break
+    return out
 
 
 def _round_down_float32(threshold):
@@ -834,15 +885,19 @@ def _round_down_float32(threshold):
     return np.where(t32.astype(np.float64) > threshold, np.nextafter(t32, np.float32(-np.inf)), t32)
 
 
-def run_forest(X32, forest, table, stops_at, n_jobs=None):
+def run_forest(X32, forest, table, layout, stops_at, n_jobs=None, node_code=None):
     """The table-driven stop loop over a forest, tree by tree and row by row.
 
     Parameters
     ----------
     X32 : ndarray of float32, shape (n_rows, n_features), C-contiguous
     forest : ForestArrays
-    table, stops_at : the rule's :class:`ensvote.engine.StopTable` (its table and ``stops_at``)
+    table, layout, stops_at : :meth:`ensvote.engine.StopTable.kernel_args`: the flat table, None and
+        ``stops_at``, or the stop bits, their layout (int64) and ``stops_at``
     n_jobs : int or None
+    node_code : ndarray of int32, shape (n_nodes,), optional
+        Each node's code increment, when the table's codes are not the forest's own
+        (:attr:`ForestArrays.node_code`; the stop bits' codes are in radix ``2 ** b``).
 
     Returns
     -------
@@ -854,9 +909,12 @@ def run_forest(X32, forest, table, stops_at, n_jobs=None):
     n = X32.shape[0]
     code_end = np.zeros(n, dtype=np.int32)
     n_queried = np.zeros(n, dtype=np.int64)
+    args = forest.args()
+    if node_code is not None:
+        args = args[:5] + (node_code,) + args[6:]
     if n:
         _run(_forest_serial, _forest_parallel, n, n_jobs,
-             (X32, _block(n, n_jobs)) + forest.args() + (table, stops_at, code_end, n_queried))
+             (X32, _block(n, n_jobs)) + args + (table, layout, stops_at, code_end, n_queried))
     return code_end, n_queried
 
 
@@ -1041,17 +1099,19 @@ def compile_kernels():
     i32 = np.zeros(1, dtype=np.int32)
     forest = (np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.uint32), np.full(1, np.inf, dtype=np.float32),
               np.zeros(1, dtype=np.uint32), i64.copy(), i32.copy(), i64.copy())  # one tree, its root a leaf
-    args = (X,) + forest + (np.zeros(4, dtype=np.bool_), np.zeros(2, dtype=np.bool_), np.zeros(1, dtype=np.int32),
-                            np.zeros(1, dtype=np.int64))
-    for a in args[8:10]:  # the stop tables are read-only (a numba type of their own)
+    flat = (np.zeros(4, dtype=np.bool_), None, np.zeros(2, dtype=np.bool_))
+    bits = (np.zeros(1, dtype=np.uint8), np.array([2, 1, 4], dtype=np.int64), flat[2])
+    for a in (flat[0], flat[2], bits[0], bits[1]):  # the stop tables are read-only (a numba type of their own)
         a.setflags(write=False)
-    _forest_serial(args[0], BLOCK, *args[1:])
-    _forest_parallel(args[0], BLOCK, *args[1:])
+    for tab in (flat, bits):  # the loop with the flat table and the one with stop bits
+        args = (X,) + forest + tab + (np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64))
+        _forest_serial(args[0], BLOCK, *args[1:])
+        _forest_parallel(args[0], BLOCK, *args[1:])
     one_forest, views = pack([(1, np.uint32), (1, np.uint32), (1, np.float32), (1, np.uint32), (1, np.int64),
                               (1, np.int32), (1, np.int64)])
     views[2][:] = np.inf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the one-row loop (it compiles _forest_one into itself)
-        label_one(np.zeros(1, dtype=dtype), one_forest, pack_plan(args[8], args[9], np.zeros(4, dtype=np.int64)))
+        label_one(np.zeros(1, dtype=dtype), one_forest, pack_plan(flat[0], flat[2], np.zeros(4, dtype=np.int64)))
     # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)
     keys, vals = np.full((4, 1), -1, dtype=np.int64), np.zeros(4, dtype=np.int8)
     codes, i1 = np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.int64)

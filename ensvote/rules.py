@@ -32,7 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._cache import BoundedCache
-from ._urn import index3, log_levels, set_bits, stop_bits3
+from ._urn import level_index, level_vectors, log_levels, set_bits, stop_bits3
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
                           check_size, power_exceeds, prior_argument)
 from .confidence import PriorLike, check_prior, finite_confidence, infinite_confidence
@@ -139,6 +139,12 @@ class HaltingRule:
         count vectors reached (no flat table), it neither looks up nor decides
         the vectors with fewer votes; a rule that stops only at a fixed number
         of votes then needs no decision before the last member.
+    ``stop_bits(n_members, n_classes)`` (optional)
+        Every vote vector's decision as packed bits in level order, or None
+        (the default): for two or three classes, where the flat table would
+        be too large, the compiled loop looks the decisions up there instead
+        of deciding the vectors reached (:class:`UrnRule` builds them at
+        ``prepare``).
 
     Every finite rule is stopped at ``T`` by the engine whatever ``decide``
     says there.
@@ -334,6 +340,37 @@ class HaltingRule:
         (1, 40, 51)
         """
         return 1
+
+    def stop_bits(self, n_members: int, n_classes: int) -> NDArray[np.uint8] | None:
+        """Every vote vector's stop decision as packed bits, or None (the default: none kept).
+
+        Part of the rule protocol (optional), for two or three classes: bit
+        ``i`` (most significant first, as :func:`numpy.packbits`) of the
+        vote vector of place ``i`` in level order, fewer votes first, then
+        by ``t_0``, then ``t_1`` (:func:`ensvote.engine.level_index`), is
+        ``decide(t)``.  Beyond the flat table's size the compiled loop looks
+        the decisions up there.  Called after :meth:`prepare`.
+
+        Parameters
+        ----------
+        n_members : int
+            Ensemble size ``T``.
+        n_classes : int
+            Number of classes ``l``.
+
+        Returns
+        -------
+        ndarray of uint8 or None
+
+        Examples
+        --------
+        >>> from ensvote import HaltingRule, UrnRule
+        >>> HaltingRule().stop_bits(101, 2) is None
+        True
+        >>> len(UrnRule(T=2001).stop_bits(2001, 2))  # one bit for each of the 2,005,003 vote vectors
+        250626
+        """
+        return None
 
     def table_key(self, n_classes: int) -> Hashable | None:
         """Hashable identity of the stop decision, for cached stop tables.
@@ -993,15 +1030,28 @@ class UrnRule(HaltingRule):
         prior = None if self._support is None else (self._support, self._probs)
         return finite_confidence(t, self.n_members, prior=prior)
 
+    def stop_bits(self, n_members: int, n_classes: int) -> NDArray[np.uint8] | None:
+        """Part of the rule protocol: the stop bits beyond the dense table (two classes up to
+        ``MAX_STOP_BITS_T``, three up to ``MAX_STOP_BITS_T3``); with a dense confidence table, its decisions
+        packed the same way (two or three classes); else None."""
+        self.prepare(n_members, n_classes)
+        bits = self._stop_bits(n_classes)
+        if bits is not None or n_classes > 3 or self._uses_bound(n_classes) or self._dense(n_classes) is None:
+            return bits
+        key = (self.n_members, n_classes, "stop bits of the table", self._prior_for(n_classes).key, self.confidence)
+        bits = _URN_TABLES.get(key)
+        if bits is None:
+            t = level_vectors(self.n_members, n_classes)
+            bits = np.packbits(self.decide(t) | (t.sum(axis=1) == self.n_members))
+            bits.setflags(write=False)
+            _URN_TABLES[key] = bits
+        return bits
+
     def decide(self, t: NDArray[np.int64]) -> NDArray[np.bool_]:
         """Part of the rule protocol: see :class:`HaltingRule`."""
         bits = self._stop_bits(t.shape[-1])
         if bits is not None:
-            if t.shape[-1] == 2:
-                s = t.sum(axis=-1)
-                i = s * (s + 1) // 2 + t[..., 0]
-            else:
-                i = index3(t)
+            i = level_index(t)
             return ((bits[i >> 3] >> (7 - (i & 7))) & 1).astype(bool)
         conf = self._confidence(t)
         return (conf > self.confidence) | (t.sum(axis=-1) >= self.n_members)
@@ -1036,7 +1086,7 @@ class UrnRule(HaltingRule):
         T = self.n_members
         bits, ask = stop_bits3(T, support, probs, self.confidence, near_tol=_NEAR_THRESHOLD)
         if len(ask):  # the vectors near the threshold or of (nearly) zero probability: Eq. 3 itself
-            set_bits(bits, index3(ask), self._on_demand(ask) > self.confidence)
+            set_bits(bits, level_index(ask), self._on_demand(ask) > self.confidence)
         return bits
 
     def on_demand_warning(self, n_classes: int) -> SlowVoteWarning | None:

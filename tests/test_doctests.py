@@ -47,7 +47,7 @@ def test_module_doctests_pass(name):
 # --------------------------------------------------------------------------
 EXEMPT = set()  # no public callable is exempt
 # The rule protocol on HaltingRule's subclasses: HaltingRule documents it, with an example.
-PROTOCOL = {"decide", "prepare", "table_key", "min_votes", "from_params"}
+PROTOCOL = {"decide", "prepare", "table_key", "min_votes", "stop_bits", "from_params"}
 
 
 def _public_objects():

@@ -54,7 +54,7 @@ def test_stop_table_matches_rule_stop():
         grid = np.indices((T + 1,) * l).reshape(l, -1).T
         grid = grid[(grid.sum(axis=1) >= 1) & (grid.sum(axis=1) <= T)]
         for rule in (ev.InfiniteRule(0.95), ev.UrnRule(T, 0.9), ev.ExactRule(T), ev.FixedRule(4)):
-            table, stride, stops_at = engine.stop_table(rule, T, l)
+            table, stride, stops_at, _ = engine.stop_table(rule, T, l)
             stops = rule.stop(grid)
             assert np.array_equal(table[grid @ stride], stops)
             # stops_at[s]: some count vector with s votes stops

@@ -1,8 +1,11 @@
-"""Beyond the dense stop table: the memo of the decisions reached gives exactly the reference engine's results.
+"""Beyond the dense stop table: the stop bits and the memo of the decisions reached give exactly the reference
+engine's results.
 
 Where ``(T + 1) ** l`` exceeds ``MAX_STOP_TABLE`` (three classes beyond
-``T = 129``, two beyond 1,482, five beyond 17) or the rule has no table key,
-the engine decides only the vote vectors the rows reach and memoises them
+``T = 129``, two beyond 1,482, five beyond 17) the engine looks the decisions
+up in the rule's stop bits where it has them (:meth:`ensvote.HaltingRule.stop_bits`:
+the urn rule, two and three classes); otherwise, and for a rule without a
+table key, it decides only the vote vectors the rows reach and memoises them
 (:func:`ensvote.engine.stop_memo`): the compiled loop for dense ``X``
 (:func:`ensvote.kernel.run_forest_lazy`, rows pausing at vectors not decided
 yet), the numpy loops for sparse ``X`` and for :func:`ensvote.halt` on a vote
@@ -10,6 +13,10 @@ matrix.  The reference is :func:`ensvote.engine.run_halting` (``rule.decide``
 on each block of counts, no table, no memo).
 """
 
+import itertools
+import math
+
+import numba
 import numpy as np
 import pytest
 from scipy import sparse
@@ -46,6 +53,13 @@ class _Lead(HaltingRule):
         return top2[..., 0] - top2[..., 1] >= self.k
 
 
+class _MemoUrn(ev.UrnRule):
+    """The urn rule without its stop bits: its decisions go through the memo."""
+
+    def stop_bits(self, n_members, n_classes):
+        return None
+
+
 def _rules(T, l):
     """The rules of the issue: exact, urn (uniform, out-of-bag prior), infinite, a user's rule without a key."""
     rng = np.random.default_rng(T + l)
@@ -66,7 +80,12 @@ def _rules(T, l):
 def test_halt_on_votes_equals_reference_around_and_beyond_the_dense_table(T, l, dense):
     votes = _votes(250, T, l, seed=T + l)
     for rule in _rules(T, l):
-        assert (engine.stop_table(rule, T, l) is not None) == (dense and rule.table_key(l) is not None), rule
+        tab = engine.stop_table(rule, T, l)
+        assert (tab is not None and tab.flat) == (dense and rule.table_key(l) is not None), rule
+        # beyond the flat table: the rule's stop bits where it has them (the urn rule, two and three classes)
+        bits = not dense and rule.table_key(l) is not None and rule.stop_bits(T, l) is not None
+        assert (tab is not None and not tab.flat) == bits, rule
+        assert bits == (not dense and isinstance(rule, ev.UrnRule) and l <= 3 and not rule._uses_bound(l)), rule
         _same(ev.halt(votes, rule, n_classes=l), _reference(votes, rule, l), (T, l, rule))
 
 
@@ -101,6 +120,7 @@ def test_codes_of_several_words():
 def _forest_cases():
     X, y = load("waveform", n_samples=300 + 700, random_state=ev.SEED)
     yield "waveform T=131", X[:300], y[:300], X[300:], RandomForestClassifier(131, random_state=ev.SEED)
+    yield "waveform T=201", X[:300], y[:300], X[300:], RandomForestClassifier(201, random_state=ev.SEED)
     X, y = make_classification(900, 10, n_informative=6, n_classes=5, n_clusters_per_class=1,
                                random_state=ev.SEED)
     yield "five classes T=19", X[:300], y[:300], X[300:], RandomForestClassifier(19, random_state=ev.SEED)
@@ -116,8 +136,12 @@ def test_classifier_beyond_the_dense_table_equals_reference(case):
     T, l = clf.n_members_, len(clf.classes_)
     votes, X32 = clf.member_votes(Xte), clf._X(Xte)
     ens = clf._ensemble
-    for rule in (clf.rule_, ev.UrnRule(T), ev.ExactRule(T), ev.InfiniteRule(), _Lead(3)):
-        assert ens.plan(rule) is None  # the memo is the path tested
+    memo_urn = _MemoUrn(T, clf.rule_.confidence, prior=clf.rule_.prior)
+    for rule in (clf.rule_, memo_urn, ev.UrnRule(T), ev.ExactRule(T), ev.InfiniteRule(), _Lead(3)):
+        plan = ens.plan(rule)
+        # the stop bits (the urn rule with its prior over the full vote, two or three classes) or the memo
+        bits = isinstance(rule, ev.UrnRule) and rule is not memo_urn and l <= 3 and not rule._uses_bound(l)
+        assert (plan is not None and not plan[0].flat) if bits else plan is None, rule
         ref = _reference(votes, rule, l)
         for n_jobs in (None, 2):
             ev.clear_caches()  # a first predict: the memo is empty
@@ -138,9 +162,12 @@ def test_classifier_beyond_the_dense_table_equals_reference(case):
 
 @pytest.fixture(scope="module")
 def waveform_131():
+    # HYPER without its stop bits, so that the memo is the path tested
     X, y = load("waveform", n_samples=300 + 1500, random_state=ev.SEED)
-    clf = ev.HaltingClassifier(RandomForestClassifier(131, random_state=ev.SEED), rule="urn",
-                               prior="oob").fit(X[:300], y[:300])
+    est = RandomForestClassifier(131, random_state=ev.SEED)
+    hyper = ev.HaltingClassifier(est, rule="urn", prior="oob").fit(X[:300], y[:300]).rule_
+    clf = ev.HaltingClassifier(est, rule=_MemoUrn(131, hyper.confidence, prior=hyper.prior)).fit(X[:300], y[:300])
+    assert clf._ensemble.plan(clf.rule_) is None
     return clf, X[300:], _reference(clf.member_votes(X[300:]), clf.rule_, 3)
 
 
@@ -298,7 +325,7 @@ def test_no_decision_before_the_rules_min_votes(waveform_131):
     ens, T = clf._ensemble, clf.n_members_
     X32, votes = clf._X(X), clf.member_votes(X)
     for rule, first in ((ev.FixedRule(T), T), (ev.FixedRule(40), 40), (ev.ExactRule(T), (T + 1) // 2),
-                        (ev.MarginRule(5), 5), (ev.UrnRule(T), 1)):
+                        (ev.MarginRule(5), 5), (_MemoUrn(T), 1)):
         assert rule.min_votes(T, 3) == first and ens.plan(rule) is None  # the memo is the path tested
         ev.clear_caches()
         _same(ens.halt(X32, rule), _reference(votes, rule, 3), rule)
@@ -330,3 +357,49 @@ def test_min_votes_of_the_rules_is_where_their_table_first_stops(T, l):
         assert engine.stop_table(rule, T, l).min_votes == rule.min_votes(T, l), rule
     for rule in (ev.UrnRule(T), ev.InfiniteRule(0.9), _Lead(2)):
         assert rule.min_votes(T, l) == 1  # no bound claimed
+
+
+# --------------------------------------------------------------------------
+# the stop bits: the compiled look-up, the numpy one and the rule agree on every code
+# --------------------------------------------------------------------------
+@numba.njit
+def _compiled_stops(table, codes, lay):
+    out = np.empty(codes.shape[0], dtype=np.bool_)
+    for k in range(codes.shape[0]):
+        out[k] = kernel._stops_bits(table, codes[k], lay)
+    return out
+
+
+@pytest.mark.parametrize("T, l", [(1, 2), (7, 2), (60, 2), (1, 3), (7, 3), (21, 3)])
+def test_stop_bits_look_up_every_code_as_the_rule_decides(monkeypatch, T, l):
+    monkeypatch.setattr(engine, "MAX_STOP_TABLE", 1)  # no flat table: the stop bits, even at small T
+    rng = np.random.default_rng(T + l)
+    oob = rng.multinomial(30, rng.dirichlet(np.full(l, 0.5), size=12))
+    for rule in (ev.UrnRule(T, 0.9, prior=ev.oob_prior(oob, T)), ev.UrnRule(T, 0.99)):
+        tab = engine.stop_table(rule, T, l)
+        assert not tab.flat and len(tab.table) == -(-math.comb(T + l, l) // 8)
+        t = np.array(list(itertools.product(range(T + 1), repeat=l)))
+        t = t[(t.sum(axis=1) >= 1) & (t.sum(axis=1) <= T)]
+        codes = (t @ tab.stride).astype(np.int32)
+        want = rule.decide(t) | (t.sum(axis=1) == T)
+        np.testing.assert_array_equal(tab.stops(codes), want)
+        table, lay, _ = tab.kernel_args()
+        np.testing.assert_array_equal(_compiled_stops(table, codes, lay), want)
+        np.testing.assert_array_equal(tab.counts(codes), t)
+        # codes from radix ** l up (a parked row, votes added after it stopped) never stop
+        parked = (tab.layout[2] + codes[: 5]).astype(np.int32)
+        assert not tab.stops(parked).any() and not _compiled_stops(table, parked, lay).any()
+        for s in range(1, T + 1):  # stops_at: some vote vector of s votes stops
+            assert tab.stops_at[s] == want[t.sum(axis=1) == s].any()
+
+
+def test_bad_stop_bits_are_refused_naming_the_rule():
+    class Short(_Lead):
+        def table_key(self, n_classes):
+            return ("short", self.k)
+
+        def stop_bits(self, n_members, n_classes):
+            return np.zeros(3, dtype=np.uint8)
+
+    with pytest.raises(ValueError, match=r"Short.stop_bits\(1500, 2\) must be a uint8 array of 140,907 bytes"):
+        ev.halt(_votes(20, 1500, 2, seed=1), Short(3))

@@ -201,10 +201,10 @@ def _three_class_priors(T):
     return {"uniform": None, "skew": (support, skew / skew.sum()), "gappy": (support, gappy / gappy.sum())}
 
 
-def test_index3_numbers_the_vote_vectors_level_by_level():
+def test_level_index_numbers_the_vote_vectors_level_by_level():
     t = _three_class_states(12)
-    np.testing.assert_array_equal(ev._urn.index3(t), np.arange(len(t)))
-    assert ev._urn.index3([[0, 0, 13]]).tolist() == [len(t)]
+    np.testing.assert_array_equal(ev.engine.level_index(t), np.arange(len(t)))
+    assert ev.engine.level_index([[0, 0, 13]]).tolist() == [len(t)]
 
 
 @pytest.mark.parametrize("prior", ["uniform", "skew", "gappy"])
@@ -243,7 +243,7 @@ def test_three_class_stop_bits_leave_near_vectors_to_eq3_and_never_stop_at_proba
     # a tolerance of 1 leaves every vector of positive probability below level T to Eq. 3, none set
     bits, ask = ev._urn.stop_bits3(T, support, probs, 0.99, near_tol=1.0)
     assert len(ask) == (below & ~zero).sum() > 4096  # more than the first buffer: the second pass holds them all
-    np.testing.assert_array_equal(np.sort(ev._urn.index3(ask)), np.flatnonzero(below & ~zero))
+    np.testing.assert_array_equal(np.sort(ev.engine.level_index(ask)), np.flatnonzero(below & ~zero))
     np.testing.assert_array_equal(np.unpackbits(bits)[: len(t)].astype(bool), ~below)
 
 
