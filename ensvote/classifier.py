@@ -215,13 +215,15 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     Large forests and many classes (``benchmarks/bench_first_predict.py``,
     ``results/speed/first_predict.csv``; 2,000 training and 2,000 test rows
     of synthetic problems, one thread): with two classes the default rule's
-    first ``predict`` took 0.01 to 0.05 times the forest's own from
-    ``T = 101`` to ``5,001`` (its table is built at ``fit``).  With three
-    classes beyond ``T = 169`` the out-of-bag prior has no table: ``fit`` warns
-    (:class:`~ensvote.SlowVoteWarning`) and the first ``predict`` took 33 to
-    177 times the forest's (later ones reuse the confidences computed).
-    ``rule="infinite"`` needs no table: 0.01 to 0.5 times the forest's time up
-    to three classes, 0.7 to 2 times at ten, 4.5 to 5.4 times at a hundred
+    first ``predict`` took 0.01 to 0.02 times the forest's own from
+    ``T = 101`` to ``5,001`` (its table or stop bits are built at ``fit``),
+    with three 0.03 to 0.05 times from ``T = 101`` to ``1,001``
+    (``MAX_STOP_BITS_T3``).  Beyond, at ``T = 2,001`` and ``5,001``, the
+    three-class out-of-bag prior has no table: ``fit`` warns
+    (:class:`~ensvote.SlowVoteWarning`) and the first ``predict`` took about
+    200 times the forest's (later ones reuse the confidences computed).
+    ``rule="infinite"`` needs no table: 0.01 to 0.4 times the forest's time up
+    to three classes, 0.8 to 2.2 times at ten, 4.9 to 8.3 times at a hundred
     (where nothing stops early and no stop table exists).  Configurations
     whose tables would exceed a limit are refused at ``fit`` with the limit
     and the alternatives named (e.g. the out-of-bag pair prior of 100 classes).

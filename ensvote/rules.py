@@ -1085,7 +1085,7 @@ class UrnRule(HaltingRule):
         """Three classes: :func:`ensvote._urn.stop_bits3`, the vote vectors it leaves decided by :meth:`_on_demand`."""
         T = self.n_members
         bits, ask = stop_bits3(T, support, probs, self.confidence, near_tol=_NEAR_THRESHOLD)
-        if len(ask):  # the vectors near the threshold or of (nearly) zero probability: Eq. 3 itself
+        if len(ask):  # the vectors near the threshold or of tiny (not zero) probability: Eq. 3 itself
             set_bits(bits, level_index(ask), self._on_demand(ask) > self.confidence)
         return bits
 
