@@ -1166,9 +1166,9 @@ def _by_leaf(leaves, tree):
     return np.argsort(key, kind="stable")
 
 
-#: The compiled one-row loop (:func:`ensvote.kernel.label_one`), bound on first use (``import ensvote`` does not
-#: load the compiled loops).
-_label_one = None
+#: The compiled one-row loops (:func:`ensvote.kernel.label_one` and ``label_one_bits``), bound on first use
+#: (``import ensvote`` does not load the compiled loops).
+_label_one = _label_one_bits = None
 
 
 class TreeEnsemble:
@@ -1237,7 +1237,7 @@ class TreeEnsemble:
         self.leaf_code = [stride.take(c) for c in self.leaf_class]
         self.arrays = kernel.ForestArrays(self.trees, self.features, self.leaf_code)
         self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
-        self._one = (None, None)  # (rule, its plan packed for kernel.label_one, or None: no dense table)
+        self._one = (None, None, False)  # (rule, its plan packed for the one-row loop or None, stop bits?)
         self._memo_nodes = None  # per node, the code word and increment of its class (code_layout), on first use
         self._bits_nodes = None  # (stride, per node the code increment of its class) for stop bits, on first use
         self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
@@ -1415,7 +1415,8 @@ class TreeEnsemble:
 
         No validation beyond infinity: -1 when ``x`` has a feature that is
         infinite as float32 (the caller then validates it in full), or when
-        ``rule`` has no dense stop table (the caller then calls :meth:`labels`).
+        ``rule`` has neither a flat stop table nor stop bits (the caller then
+        calls :meth:`labels`).
 
         Parameters
         ----------
@@ -1447,20 +1448,30 @@ class TreeEnsemble:
             one = self._bind_one(rule)
         if one[1] is None:
             return -1
-        return _label_one(x, self.arrays.packed, one[1])
+        return (_label_one_bits if one[2] else _label_one)(x, self.arrays.packed, one[1])
 
     def _bind_one(self, rule):
-        """Pack ``rule``'s stop and label tables for :meth:`label_one` (kept for the last rule)."""
-        global _label_one
+        """Pack ``rule``'s stop and label tables (or stop bits) for :meth:`label_one` (kept for the last rule)."""
+        global _label_one, _label_one_bits
         from . import kernel
 
-        _label_one = kernel.label_one
+        _label_one, _label_one_bits = kernel.label_one, kernel.label_one_bits
         plan = self.plan(rule)
-        one = None
-        if plan is not None and plan[0].flat:  # (with stop bits: the batch loop, labels from the counts)
+        one, bits = None, False
+        if plan is not None and plan[0].flat:
             one = kernel.pack_plan(plan[0].table, plan[0].stops_at, plan[1])
-        self._one = (rule, one)
+        elif plan is not None:  # stop bits: the codes in radix 2 ** b, labels from the counts
+            tab = plan[0]
+            table, layout, stops_at = tab.kernel_args()
+            one, bits = kernel.pack_bits_plan(table, layout, stops_at, self._bits_node_code(tab)), True
+        self._one = (rule, one, bits)
         return self._one
+
+    def _bits_node_code(self, tab):
+        """Each node's code increment in the stop bits' radix ``2 ** b`` (kept for the last table)."""
+        if self._bits_nodes is None or self._bits_nodes[0] is not tab.stride:
+            self._bits_nodes = (tab.stride, tab.stride.take(self.arrays.nodes(self.leaf_class)))
+        return self._bits_nodes[1]
 
     def soft_halt(self, X, n_jobs=None, need=None):
         """Soft voting, stopped exactly: :class:`HaltResult` whose labels are the forest's own soft-vote labels.
@@ -1553,11 +1564,7 @@ class TreeEnsemble:
             return self._codes_numpy(X, _TableCodes(tab))
         from . import kernel
 
-        node_code = None
-        if not tab.flat:  # the stop bits' codes (radix 2 ** b) for each node
-            if self._bits_nodes is None or self._bits_nodes[0] is not tab.stride:
-                self._bits_nodes = (tab.stride, tab.stride.take(self.arrays.nodes(self.leaf_class)))
-            node_code = self._bits_nodes[1]
+        node_code = None if tab.flat else self._bits_node_code(tab)  # stop bits: codes in radix 2 ** b
         return kernel.run_forest(X, self.arrays, *tab.kernel_args(), n_jobs, node_code=node_code)
 
     def _halt_memo(self, X, rule, n_jobs):

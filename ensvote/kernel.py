@@ -46,8 +46,8 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-__all__ = ["ForestArrays", "compile_kernels", "label_one", "pack", "pack_plan", "resolve_n_jobs", "run_forest",
-           "run_forest_lazy", "run_soft", "soft_margin"]
+__all__ = ["ForestArrays", "compile_kernels", "label_one", "label_one_bits", "pack", "pack_bits_plan", "pack_plan",
+           "resolve_n_jobs", "run_forest", "run_forest_lazy", "run_soft", "soft_margin"]
 
 #: Fewest rows per thread worth starting threads for (below, one thread runs them all).
 MIN_ROWS_PER_THREAD = 64
@@ -879,6 +879,38 @@ def level_any(bits, starts):
     return out
 
 
+def pack_bits_plan(table, layout, stops_at, node_code):
+    """Stop bits, their layout ``(l, b, 2 ** (l b))``, the members after which a stop is possible and each node's
+    code increment in radix ``2 ** b``, in one buffer (the second array :func:`label_one_bits` takes)."""
+    buf, (t, lay, s, nc) = pack([(len(table), np.uint8), (len(layout), np.int64), (len(stops_at), np.bool_),
+                                 (len(node_code), np.int32)])
+    t[:], lay[:], s[:], nc[:] = table, layout, stops_at, node_code
+    return buf
+
+
+@njit(cache=True, nogil=True)
+def label_one_bits(x, forest, plan):
+    """:func:`label_one` with stop bits (a :func:`pack_bits_plan` buffer): the label is the majority of the
+    count code's ``b``-bit fields (the lowest class on ties), or -1 if a feature is infinite as float32."""
+    f = forest[:_PACK_HEADER].view(np.int64)
+    p = plan[:_PACK_HEADER].view(np.int64)
+    lay = plan[p[2]:p[3]].view(np.int64)
+    code, _ = _forest_one(x, forest[f[0]:f[1]].view(np.uint32), forest[f[2]:f[3]].view(np.uint32),
+                          forest[f[4]:f[5]].view(np.float32), forest[f[6]:f[7]].view(np.uint32),
+                          forest[f[8]:f[9]].view(np.int64), plan[p[6]:p[7]].view(np.int32),
+                          forest[f[12]:f[13]].view(np.int64), plan[p[0]:p[1]], lay, plan[p[4]:p[5]].view(np.bool_))
+    if code < 0:
+        return -1
+    l, b = lay[0], lay[1]
+    mask = (np.int64(1) << b) - 1
+    best, label = np.int64(-1), -1
+    for c in range(l):
+        votes = (np.int64(code) >> (b * (l - 1 - c))) & mask
+        if votes > best:
+            best, label = votes, c
+    return label
+
+
 def _round_down_float32(threshold):
     """The largest float32 at most ``threshold`` (float64), element-wise."""
     t32 = np.asarray(threshold, dtype=np.float64).astype(np.float32)
@@ -1112,6 +1144,8 @@ def compile_kernels():
     views[2][:] = np.inf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the one-row loop (it compiles _forest_one into itself)
         label_one(np.zeros(1, dtype=dtype), one_forest, pack_plan(flat[0], flat[2], np.zeros(4, dtype=np.int64)))
+        label_one_bits(np.zeros(1, dtype=dtype), one_forest, pack_bits_plan(bits[0], bits[1], bits[2],
+                                                                            np.zeros(1, dtype=np.int32)))
     # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)
     keys, vals = np.full((4, 1), -1, dtype=np.int64), np.zeros(4, dtype=np.int8)
     codes, i1 = np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.int64)
