@@ -323,7 +323,7 @@ class StopTable(NamedTuple):
 
 
 def stop_table(rule, n_members, n_classes):
-    """The rule's stop decision for every count vector, as a flat boolean table.
+    """The rule's stop decision for every count vector, as a flat boolean table (or the rule's stop bits).
 
     Count vectors ``t`` (``sum(t) <= T``) are coded in mixed radix ``T + 1``:
     ``code = sum_c t_c * stride[c]`` with ``stride[c] = (T + 1) ** (l - 1 - c)``,
@@ -333,7 +333,10 @@ def stop_table(rule, n_members, n_classes):
     ``(T + 1) ** l`` up are False, so a fast path can park a stopped row there
     and keep adding votes without it stopping again (at most ``T`` votes add
     less than ``(T + 1) ** l``).  Built once per ``rule.table_key()`` (its
-    type, threshold, prior), ``T`` and ``l``, and cached.
+    type, threshold, prior), ``T`` and ``l``, and cached.  Where the flat
+    table would exceed ``MAX_STOP_TABLE`` entries, a rule that keeps stop
+    bits (:meth:`ensvote.HaltingRule.stop_bits`, two or three classes) gets
+    a :class:`StopTable` over them instead, its codes in radix ``2 ** b``.
 
     Parameters
     ----------
@@ -346,17 +349,19 @@ def stop_table(rule, n_members, n_classes):
     Returns
     -------
     StopTable or None
-        ``(table, stride, stops_at)``; ``stops_at`` (boolean, length
+        ``(table, stride, stops_at, layout)``; ``stops_at`` (boolean, length
         ``T + 1``) lets the fast paths skip the look-ups after members where no
         row can stop (e.g. the first few).  None when
         the rule has no table key (e.g. a user-defined rule) or ``(T + 1) ** l``
-        exceeds ``MAX_STOP_TABLE``: the engine then decides only the vote
-        vectors the rows reach and memoises them (:func:`stop_memo`).
+        exceeds ``MAX_STOP_TABLE`` and the rule keeps no stop bits: the engine
+        then decides only the vote vectors the rows reach and memoises them
+        (:func:`stop_memo`).
 
     Raises
     ------
     ValueError
-        The rule refuses ``T`` or ``l`` (its ``prepare``).
+        The rule refuses ``T`` or ``l`` (its ``prepare``), or its stop bits
+        are not one bit per vote vector.
 
     Examples
     --------

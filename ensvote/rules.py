@@ -125,7 +125,8 @@ class HaltingRule:
         None, the default.  With a key the engine evaluates ``decide`` once on
         every count vector with at most ``T`` votes and caches the answers as a
         flat table (:func:`ensvote.engine.stop_table`) where that table has at
-        most ``MAX_STOP_TABLE`` entries; beyond, it decides the count vectors
+        most ``MAX_STOP_TABLE`` entries; beyond, it looks them up in the
+        rule's ``stop_bits`` if it keeps any, or else decides the count vectors
         the votes reach, together, and caches those decisions
         (:func:`ensvote.engine.stop_memo`).  Two rules with equal keys must
         decide alike.  With None the engine decides the count vectors reached
