@@ -35,8 +35,7 @@ import numpy as np
 from numba import njit, prange
 from scipy import special
 
-__all__ = ["grid", "backward_levels", "log_levels", "log_split", "ratio_from_logs", "stop_bits3", "level_index", "level_vectors",
-           "set_bits"]
+__all__ = ["grid", "backward_levels", "log_levels", "log_split", "ratio_from_logs", "stop_bits3", "level_index", "level_vectors"]
 
 
 def grid(s, l):
@@ -309,8 +308,7 @@ def stop_bits3(T, support, probs, alpha, *, near_tol, tiny=1e-280):
     lowest index on ties) or ``s == T``.  Vectors whose confidence is within
     ``near_tol`` of α, or whose probability ``q(t)`` is positive but below
     ``tiny`` (there rounding could decide), are left unset and returned in
-    ``ask``, for the caller to decide with the on-demand formula (and set with
-    :func:`set_bits`).  A vector no urn of positive prior probability holds
+    ``ask``, for the caller to decide with the on-demand formula and set.  A vector no urn of positive prior probability holds
     has probability 0 exactly (tracked apart, in integers) and no confidence:
     its bit is unset, as the on-demand ``NaN > α`` is False.  Time ``O(T^3)`` (about 1.5 s at ``T = 1001``),
     memory ``C(T + 3, 3) / 8`` bytes and ``6 (T + 2)^2`` floats.
@@ -330,11 +328,3 @@ def stop_bits3(T, support, probs, alpha, *, near_tol, tiny=1e-280):
         bits, n_ask = _stop_bits3(*args, ask)
     return bits, ask[:n_ask, 1:].copy()
 
-
-def set_bits(bits, i, value):
-    """Set (``value`` True) or clear bits ``i`` of a packed array (most significant bit first, as
-    :func:`numpy.packbits`), in place."""
-    i = np.asarray(i, dtype=np.int64)
-    mask = (128 >> (i & 7)).astype(np.uint8)
-    np.bitwise_or.at(bits, i[value] >> 3, mask[value])
-    np.bitwise_and.at(bits, i[~value] >> 3, ~mask[~value])

@@ -42,6 +42,14 @@ def power_exceeds(base, exponent, limit):
     return False
 
 
+def largest_T(limit, n_classes):
+    """The largest ``T`` with ``(T + 1) ** n_classes <= limit`` (a table over every count vector's code)."""
+    T = int(round(limit ** (1 / n_classes))) + 1
+    while power_exceeds(T + 1, n_classes, limit):
+        T -= 1
+    return T
+
+
 def as_numeric_array(x, *, name, what):
     """``np.asarray(x)``, refusing ragged, boolean and non-numeric input with a clear error."""
     try:

@@ -15,11 +15,11 @@ from scipy import sparse
 
 from ._cache import BoundedCache
 from ._urn import level_index
-from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, power_exceeds
+from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, largest_T, power_exceeds
 from .rules import HaltingRule, decided
 
 __all__ = ["HaltResult", "StopMemo", "StopTable", "TreeEnsemble", "code_layout", "halt", "label_table",
-           "level_index", "run_halting", "stop_memo", "stop_table"]
+           "level_index", "max_flat_table_T", "run_halting", "stop_memo", "stop_table"]
 
 # upper bound on the entries of one block's cumulative count array (rows x members x classes)
 _BLOCK_ENTRIES = 4_000_000
@@ -406,6 +406,20 @@ def stop_table(rule, n_members, n_classes):
         a.setflags(write=False)
     hit = _STOP_TABLES[key] = StopTable(table, stride, stops_at, layout)
     return hit
+
+
+def max_flat_table_T(n_classes):
+    """The largest ``T`` whose flat stop table (``(T + 1) ** l`` entries) fits ``MAX_STOP_TABLE``.
+
+    Beyond it :func:`stop_table` turns to the rule's stop bits, or returns None.
+
+    Examples
+    --------
+    >>> from ensvote.engine import max_flat_table_T
+    >>> max_flat_table_T(2), max_flat_table_T(3)
+    (1482, 129)
+    """
+    return largest_T(MAX_STOP_TABLE, n_classes)
 
 
 def _bits_table(rule, T, l, key_rule):

@@ -32,9 +32,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
 from ._cache import BoundedCache
-from ._urn import level_index, level_vectors, log_levels, set_bits, stop_bits3
+from ._urn import level_index, level_vectors, log_levels, stop_bits3
 from ._validation import (MAX_COUNT, MAX_T, check_counts, check_positive_int, check_probability,
-                          check_size, power_exceeds, prior_argument)
+                          check_size, largest_T, power_exceeds, prior_argument)
 from .confidence import PriorLike, check_prior, finite_confidence, infinite_confidence
 from .manyclass import PairPrior, check_pair_table_size, pair_table, urn_confidence_exact
 
@@ -1087,7 +1087,8 @@ class UrnRule(HaltingRule):
         T = self.n_members
         bits, ask = stop_bits3(T, support, probs, self.confidence, near_tol=_NEAR_THRESHOLD)
         if len(ask):  # the vectors near the threshold or of tiny (not zero) probability: Eq. 3 itself
-            set_bits(bits, level_index(ask), self._on_demand(ask) > self.confidence)
+            i = level_index(ask[self._on_demand(ask) > self.confidence])  # the bits left unset: set the stops
+            np.bitwise_or.at(bits, i >> 3, (128 >> (i & 7)).astype(np.uint8))
         return bits
 
     def on_demand_warning(self, n_classes: int) -> SlowVoteWarning | None:
@@ -1123,9 +1124,7 @@ class UrnRule(HaltingRule):
         elif l == 3:
             limit, largest = f"T above MAX_STOP_BITS_T3 = {MAX_STOP_BITS_T3:,}", MAX_STOP_BITS_T3
         else:
-            largest = int(round(MAX_DENSE_TABLE ** (1 / l))) + 1
-            while power_exceeds(largest + 1, l, MAX_DENSE_TABLE):
-                largest -= 1
+            largest = largest_T(MAX_DENSE_TABLE, l)
             limit = f"(T+1)**l above MAX_DENSE_TABLE = {MAX_DENSE_TABLE:,}"
         size = "the uniform prior" if self._support is None else f"a prior of {len(self._support):,} points"
         return SlowVoteWarning(
