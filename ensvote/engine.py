@@ -15,7 +15,7 @@ from scipy import sparse
 
 from ._cache import BoundedCache
 from ._urn import level_index
-from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, largest_T, power_exceeds
+from ._validation import MAX_COUNT, MAX_ENTRIES, _fmt, as_numeric_array, check_positive_int, largest_T, power_exceeds
 from .rules import HaltingRule, decided
 
 __all__ = ["HaltResult", "StopMemo", "StopTable", "TreeEnsemble", "code_layout", "halt", "label_table",
@@ -419,7 +419,7 @@ def max_flat_table_T(n_classes):
     >>> max_flat_table_T(2), max_flat_table_T(3)
     (1482, 129)
     """
-    return largest_T(MAX_STOP_TABLE, n_classes)
+    return largest_T(MAX_STOP_TABLE, check_positive_int(n_classes, name="n_classes", minimum=2))
 
 
 def _bits_table(rule, T, l, key_rule):

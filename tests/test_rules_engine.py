@@ -423,3 +423,16 @@ def test_halt_warns_where_the_rule_evaluates_on_demand():
         warnings.simplefilter("error", ev.SlowVoteWarning)
         ev.halt(votes[:, :101], ev.UrnRule(101))
         ev.halt(votes, ev.InfiniteRule())
+
+
+@pytest.mark.parametrize("bad", [[[1, 2, 3, 4]], [[5]]])
+def test_level_index_refuses_other_than_two_or_three_classes(bad):
+    with pytest.raises(ValueError, match="level order is defined for 2 or 3 classes"):
+        ev.engine.level_index(bad)
+
+
+@pytest.mark.parametrize("bad, err", [(1, ValueError), (0, ValueError), (2.5, TypeError), ("3", TypeError)])
+def test_max_flat_table_T_refuses_bad_class_counts(bad, err):
+    with pytest.raises(err, match="n_classes"):
+        ev.engine.max_flat_table_T(bad)
+    assert ev.engine.max_flat_table_T(3) == 129 and (129 + 1) ** 3 <= ev.engine.MAX_STOP_TABLE < 131 ** 3
