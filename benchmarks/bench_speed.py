@@ -60,6 +60,14 @@ Sections (column ``section`` of the CSV):
     full walk, at most δ for ``soft δ=1%``, the per-row bound).  A rule that
     refuses the forest (a table too large at ``--trees``) is left out, and
     said so; without HYPER the sections below are left out for that problem.
+``per_node``
+    The full walk's time per tree decision, per problem (column ``rule``: an
+    engine, or ``ensvote``): ``value`` is the batch's time over the inner
+    nodes the rows pass on their way to their leaves (summed over rows and
+    trees: the decisions any engine must take), in nanoseconds; for
+    ``ensvote steps`` it is ensvote's time over the levels its loop walks
+    (each row the full depth of each tree: a leaf is its own child), so the
+    two ``ensvote`` rows differ by the steps walked beyond a row's leaf.
 ``cores``
     The same batch (HYPER rule) with ``n_jobs`` threads (column ``n_jobs``):
     ``value`` is ensvote's time with one thread / with ``n_jobs``; the
@@ -258,6 +266,21 @@ def engines(forest, n_features, threads, missing):
     return out
 
 
+def decisions(forest, X):
+    """``(needed, walked)``: the inner nodes the rows of ``X`` pass on their way to their leaves, summed over
+    rows and trees, and the levels a walk of each tree's full depth takes (rows x the trees' depths summed)."""
+    needed = walked = 0
+    for est in forest.estimators_:
+        t = est.tree_
+        depth = np.zeros(t.node_count, dtype=np.int64)
+        for node in range(t.node_count):  # a child's index is above its parent's
+            if t.children_left[node] >= 0:
+                depth[t.children_left[node]] = depth[t.children_right[node]] = depth[node] + 1
+        needed += int(depth[est.apply(X)].sum())
+        walked += len(X) * int(depth.max())
+    return needed, walked
+
+
 def versus(times, names, t_ev):
     """The ``vs_*`` columns: each engine's time over ensvote's ``t_ev``, and the fastest engine's."""
     cols = {f"vs_{n}": t / t_ev for n, t in zip(names, times)}
@@ -426,6 +449,17 @@ def main(argv=None):
             emit(section="batch", dataset=name, rule=label, n_rows=len(Xte), n_classes=l, n_jobs=1,
                  tree_speedup=sp, value=unlike if "voting" in kw or label == FULL_WALK else None, **cols)
             print(f"{name:12s} {label:9s} {sp:6.2f} {shown(cols)}", flush=True)
+            if label == FULL_WALK:  # the time per decision, each engine's and ensvote's, and ensvote's per step
+                needed, walked = decisions(forest, Xte)
+                for e, te in [*zip(names, t[:-1]), ("ensvote", t[-1])]:
+                    emit(section="per_node", dataset=name, rule=e, n_rows=len(Xte), n_classes=l, n_jobs=1,
+                         value=1e9 * te / needed)
+                emit(section="per_node", dataset=name, rule="ensvote steps", n_rows=len(Xte), n_classes=l,
+                     n_jobs=1, value=1e9 * t[-1] / walked)
+                print(f"{name:12s} ns per decision: " + ", ".join(
+                    f"{e} {1e9 * te / needed:.2f}" for e, te in [*zip(names, t[:-1]), ("ensvote", t[-1])])
+                    + f"; ensvote per step walked {1e9 * t[-1] / walked:.2f} ({walked / needed:.2f} steps per "
+                    "decision)", flush=True)
 
         if "HYPER" not in clfs:
             print(f"{name:12s} the HYPER sections (cores, batch_size, single_row, halt_matrix) left out", flush=True)

@@ -330,7 +330,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """Remove every fitted attribute (``predict`` then raises NotFittedError)."""
         for name in [k for k in self.__dict__ if k.endswith("_") and not k.startswith("__")]:
             del self.__dict__[name]
-        for name in ("_ensemble", "_n_fit_rows", "_label_rows"):
+        for name in ("_ensemble", "_n_fit_rows", "_labels_are_indices"):
             self.__dict__.pop(name, None)
 
     def _checked_params(self):
@@ -419,7 +419,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 raise TypeError(f"ensemble members must be decision trees, got {type(m).__name__}")
         self.n_members_ = len(members)
         self._n_fit_rows = X.shape[0]  # oob_votes(X) takes the training rows only
-        self._label_rows = [self.classes_[i:i + 1].copy() for i in range(len(self.classes_))]  # one row's answers
+        c = self.classes_
+        # classes 0 .. l - 1 as int64: the class indices are the labels (predict hands them back as they are)
+        self._labels_are_indices = c.dtype == np.int64 and np.array_equal(c, np.arange(len(c)))
         feats = getattr(self.estimator_, "estimators_features_", None)
         # the members as the engine votes with them: per node, the class index it votes for (the
         # ensembles fit their members on class indices, so a member's classes_ are indices into classes_)
@@ -687,13 +689,15 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         ens = d.get("_ensemble")
         if ens is None:
             check_is_fitted(self, "estimator_")
-        if (type(X) is np.ndarray and X.shape == (1, d["n_features_in_"]) and (X.dtype is _F64 or X.dtype is _F32)
+        shape = getattr(X, "shape", None)
+        if (type(X) is np.ndarray and len(shape) == 2 and 0 < shape[0] <= kernel.ROW_BY_ROW
+                and shape[1] == d["n_features_in_"] and (X.dtype is _F64 or X.dtype is _F32)
                 and X.flags.c_contiguous and self.voting == "hard" and "feature_names_in_" not in d):
-            # one request: the row goes straight to the compiled loop, which checks it for
-            # infinities (anything it refuses gets the full validation below, and its errors)
-            label = ens.label_one(X[0], d["rule_"])
-            if label >= 0:
-                return d["_label_rows"][label].copy()  # a new array, as for any X
+            # one request or a small batch: the rows go straight to the compiled row-by-row loop, which checks
+            # them for infinities (anything it refuses gets the full validation below, and its errors)
+            out = np.empty(shape[0], dtype=np.int64)
+            if ens.label_rows(X, d["rule_"], out):
+                return out if d["_labels_are_indices"] else self.classes_.take(out)
         if self.voting == "soft":
             return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)
         return self.classes_.take(ens.labels(self._X(X), self.rule_, self.n_jobs))

@@ -1185,9 +1185,9 @@ def _by_leaf(leaves, tree):
     return np.argsort(key, kind="stable")
 
 
-#: The compiled one-row loops (:func:`ensvote.kernel.label_one` and ``label_one_bits``), bound on first use
+#: The compiled row-by-row loops (:func:`ensvote.kernel.label_rows` and ``label_rows_bits``), bound on first use
 #: (``import ensvote`` does not load the compiled loops).
-_label_one = _label_one_bits = None
+_label_rows = _label_rows_bits = None
 
 
 class TreeEnsemble:
@@ -1256,7 +1256,7 @@ class TreeEnsemble:
         self.leaf_code = [stride.take(c) for c in self.leaf_class]
         self.arrays = kernel.ForestArrays(self.trees, self.features, self.leaf_code)
         self._plan = (None, None, None)  # (rule, stop table, label table), replaced as one tuple
-        self._one = (None, None, False)  # (rule, its plan packed for the one-row loop or None, stop bits?)
+        self._one = (None, None, False)  # (rule, its plan packed for the row-by-row loop or None, stop bits?)
         self._memo_nodes = None  # per node, the code word and increment of its class (code_layout), on first use
         self._bits_nodes = None  # (stride, per node the code increment of its class) for stop bits, on first use
         self.leaf_proba = None if leaf_proba is None else [np.asarray(p, dtype=np.float64) for p in leaf_proba]
@@ -1429,22 +1429,24 @@ class TreeEnsemble:
             return np.argmax(plan[0].counts(code_end), axis=1)
         return plan[1].take(code_end)
 
-    def label_one(self, x, rule):
-        """The class index for one dense row ``x`` (1-D float32/float64, C-contiguous, right width).
+    def label_rows(self, X, rule, out):
+        """Each row's class index into ``out``, row by row: the loop for one request and small batches.
 
-        No validation beyond infinity: -1 when ``x`` has a feature that is
-        infinite as float32 (the caller then validates it in full), or when
-        ``rule`` has neither a flat stop table nor stop bits (the caller then
-        calls :meth:`labels`).
+        No validation beyond infinity: ``X`` must be a 2-D float32 or float64
+        C-contiguous array of the forest's width.  False, with ``out`` not
+        written, when a feature of ``X`` is infinite as float32 (the caller
+        then validates it in full), or when ``rule`` has neither a flat stop
+        table nor stop bits (the caller then calls :meth:`labels`).
 
         Parameters
         ----------
-        x : ndarray of float32 or float64, shape (n_features,)
+        X : ndarray of float32 or float64, shape (n_rows, n_features), C-contiguous
         rule : HaltingRule
+        out : ndarray of int64, shape (n_rows,)
 
         Returns
         -------
-        int
+        bool
 
         Examples
         --------
@@ -1457,24 +1459,25 @@ class TreeEnsemble:
         >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
         >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
         ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
-        >>> ens.label_one(X[0], UrnRule(T=31))
-        1
-        >>> ens.label_one(np.full(4, np.inf, dtype=np.float32), UrnRule(T=31))
-        -1
+        >>> out = np.empty(5, dtype=np.int64)
+        >>> ens.label_rows(X[:5], UrnRule(T=31), out), out
+        (True, array([1, 0, 0, 0, 0]))
+        >>> ens.label_rows(np.full((1, 4), np.inf, dtype=np.float32), UrnRule(T=31), out[:1])
+        False
         """
         one = self._one
         if one[0] is not rule:
             one = self._bind_one(rule)
         if one[1] is None:
-            return -1
-        return (_label_one_bits if one[2] else _label_one)(x, self.arrays.packed, one[1])
+            return False
+        return (_label_rows_bits if one[2] else _label_rows)(X, self.arrays.packed, one[1], out)
 
     def _bind_one(self, rule):
-        """Pack ``rule``'s stop and label tables (or stop bits) for :meth:`label_one` (kept for the last rule)."""
-        global _label_one, _label_one_bits
+        """Pack ``rule``'s stop and label tables (or stop bits) for :meth:`label_rows` (kept for the last rule)."""
+        global _label_rows, _label_rows_bits
         from . import kernel
 
-        _label_one, _label_one_bits = kernel.label_one, kernel.label_one_bits
+        _label_rows, _label_rows_bits = kernel.label_rows, kernel.label_rows_bits
         plan = self.plan(rule)
         one, bits = None, False
         if plan is not None and plan[0].flat:

@@ -6,7 +6,7 @@ increment of the class it votes for, and the stop check is one look-up in the
 rule's flat stop table or, beyond its size, in the rule's stop bits (the
 code read as its vote vector's place: :func:`_stops`).  This module runs
 that loop compiled with numba over the flattened node arrays of a fitted forest
-(:class:`ForestArrays`, :func:`run_forest`, :func:`label_one`), each row
+(:class:`ForestArrays`, :func:`run_forest`, :func:`label_rows`), each row
 leaving the loop as soon as its rule stops it.
 
 Each member's tree is walked from its root to a leaf exactly as
@@ -22,7 +22,7 @@ independent, and the processor overlaps them instead of stalling on one
 mispredicted branch after another.  A block without NaN takes a walk that
 does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
-cache); one row (:func:`label_one`), and each row of a block once fewer than eight
+cache); one row (:func:`label_rows`), and each row of a block once fewer than eight
 are still voting, goes on alone, four trees side by side (:func:`_finish_row`).
 
 :class:`ensvote.HaltingClassifier` uses it for every dense ``X`` (sparse
@@ -44,13 +44,18 @@ import time
 import numba
 import numpy as np
 from numba import njit, prange, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.core.imputils import impl_ret_borrowed
+from numba.extending import intrinsic, overload
 
-__all__ = ["ForestArrays", "compile_kernels", "label_one", "label_one_bits", "pack", "pack_bits_plan", "pack_plan",
+__all__ = ["ForestArrays", "compile_kernels", "label_rows", "label_rows_bits", "pack", "pack_bits_plan", "pack_plan",
            "resolve_n_jobs", "run_forest", "run_forest_lazy", "run_soft", "soft_margin"]
 
 #: Fewest rows per thread worth starting threads for (below, one thread runs them all).
 MIN_ROWS_PER_THREAD = 64
+#: Most rows of a request that :class:`ensvote.HaltingClassifier` labels row by row (:func:`label_rows`: one
+#: compiled call, each row on alone) rather than in blocks tree by tree (:func:`run_forest`).
+ROW_BY_ROW = 32
 #: Rows the forest loop takes through each tree together (so the tree's nodes stay in cache).
 BLOCK = 4096
 
@@ -62,14 +67,15 @@ _LOCK = threading.Lock()
 # ---------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
 def _step(Xf, p, node, left, feature, threshold):
-    """One level down from ``node`` for the row starting at ``Xf[p]``, which has no NaN (a leaf stays put)."""
-    return left[node] + np.uint32(Xf[p + feature[node]] > threshold[node])
+    """One level down from ``node`` for the row starting at ``Xf[p]`` (float32, or float64 read as float32, as
+    the trees compare it), which has no NaN (a leaf stays put)."""
+    return left[node] + np.uint32(np.float32(Xf[p + feature[node]]) > threshold[node])
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _step_nan(Xf, p, node, left, feature, threshold, nan_right):
     """:func:`_step` for a row that may have NaN: a missing value goes right where ``nan_right``."""
-    v = Xf[p + feature[node]]
+    v = np.float32(Xf[p + feature[node]])
     return left[node] + (np.uint32(v > threshold[node]) | (np.uint32(v != v) & nan_right[node]))
 
 
@@ -203,10 +209,9 @@ def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, depth, node
     their votes in order, the stop checked after each tree as one tree at a time would."""
     T = roots.shape[0]
     while j + 4 <= T:
-        d = max(max(depth[j], depth[j + 1]), max(depth[j + 2], depth[j + 3]))
         n0, n1 = np.uint32(roots[j]), np.uint32(roots[j + 1])
         n2, n3 = np.uint32(roots[j + 2]), np.uint32(roots[j + 3])
-        for _ in range(d):
+        while (left[n0] != n0) | (left[n1] != n1) | (left[n2] != n2) | (left[n3] != n3):
             n0 = _step_nan(xf, p, n0, left, feature, threshold, nan_right)
             n1 = _step_nan(xf, p, n1, left, feature, threshold, nan_right)
             n2 = _step_nan(xf, p, n2, left, feature, threshold, nan_right)
@@ -285,19 +290,6 @@ def _forest_parallel(X, block, left, feature, threshold, nan_right, depth, node_
         a = k * block
         _forest_block(X, a, min(a + block, n), left, feature, threshold, nan_right, depth, node_code, roots,
                       table, lay, check, code_end, n_queried)
-
-
-@njit(cache=True, nogil=True)
-def _forest_one(x, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check):
-    """One row ``x`` (float32 or float64, 1-D): ``(code, n_queried)``, or ``(-1, 0)`` if a
-    feature is infinite once cast to float32 (the caller then runs the full validation)."""
-    x32 = np.empty((1, x.shape[0]), dtype=np.float32)
-    for k in range(x.shape[0]):
-        x32[0, k] = np.float32(x[k])
-        if np.isinf(x32[0, k]):
-            return -1, 0
-    return _finish_row(x32.reshape(x32.shape[1]), np.uint64(0), 0, 0, left, feature, threshold, nan_right, depth,
-                       node_code, roots, table, lay, check)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -823,7 +815,7 @@ def pack(specs):
     """One zeroed uint8 buffer holding arrays of the given ``(length, dtype)``, and a view of each.
 
     The header holds each array's start and end in bytes (8-byte aligned
-    starts); :func:`label_one` unpacks the views inside the compiled code.
+    starts); :func:`label_rows` unpacks the views inside the compiled code.
     """
     if len(specs) > _PACK_HEADER // 16:
         raise ValueError(f"a packed buffer holds at most {_PACK_HEADER // 16} arrays")
@@ -843,28 +835,83 @@ def pack(specs):
 
 def pack_plan(table, stops_at, labels):
     """The flat stop table, the members after which a stop is possible, and the label of each code, in one buffer
-    (the second array :func:`label_one` takes)."""
+    (the second array :func:`label_rows` takes)."""
     buf, (t, s, lab) = pack([(len(table), np.bool_), (len(stops_at), np.bool_), (len(labels), np.int64)])
     t[:], s[:], lab[:] = table, stops_at, labels
     return buf
 
 
-@njit(cache=True, nogil=True)
-def label_one(x, forest, plan):
-    """The class index for one row ``x`` (1-D float32 or float64), or -1 if a feature is infinite as float32.
+@intrinsic
+def _bytes_as(typingctx, buf, start, stop, dtype):
+    """The bytes ``start:stop`` of the 1-D C-contiguous uint8 array ``buf`` read as a 1-D array of ``dtype``,
+    sharing ``buf``'s memory, unchecked.  ``buf[start:stop].view(dtype)`` does the same with checks of size and
+    alignment that cost ~45 ns a call in numba 0.68, most of one row's time when a row unpacks ten arrays;
+    :func:`pack` lays its arrays out so that the checks would pass (8-byte aligned starts, whole items)."""
+    item = dtype.dtype
+    out_ty = types.Array(item, 1, "C")
 
+    def codegen(context, builder, sig, args):
+        src = context.make_array(sig.args[0])(context, builder, args[0])
+        start, stop = args[1], args[2]
+        ll_item = context.get_data_type(item)
+        size = context.get_constant(types.intp, context.get_abi_sizeof(ll_item))
+        out = context.make_array(out_ty)(context, builder)
+        data = builder.bitcast(builder.gep(src.data, [start]), ll_item.as_pointer())
+        context.populate_array(out, data=data, shape=cgutils.pack_array(builder, [builder.sdiv(builder.sub(stop, start), size)]),
+                               strides=cgutils.pack_array(builder, [size]), itemsize=size, meminfo=src.meminfo,
+                               parent=src.parent)
+        return impl_ret_borrowed(context, builder, out_ty, out._getvalue())
+
+    return out_ty(buf, start, stop, dtype), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unpacked(buf, k, dtype):
+    """Array ``k`` of a :func:`pack` buffer, as ``dtype``."""
+    head = _bytes_as(buf, 0, _PACK_HEADER, np.int64)
+    return _bytes_as(buf, head[2 * k], head[2 * k + 1], dtype)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unpacked_forest(forest):
+    """The arrays of :attr:`ForestArrays.packed`, in the order of :meth:`ForestArrays.args`."""
+    return (_unpacked(forest, 0, np.uint32), _unpacked(forest, 1, np.uint32), _unpacked(forest, 2, np.float32),
+            _unpacked(forest, 3, np.uint32), _unpacked(forest, 4, np.int64), _unpacked(forest, 5, np.int32),
+            _unpacked(forest, 6, np.int64))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _any_inf32(xf):
+    """Whether any value of the 1-D ``xf`` is infinite as float32."""
+    for k in range(xf.shape[0]):
+        if np.isinf(np.float32(xf[k])):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def label_rows(X, forest, plan, out):
+    """Each row's class index into ``out``, row by row: False (``out`` untouched) if a feature is infinite as
+    float32.
+
+    ``X`` is 2-D float32 or float64, C-contiguous, of the forest's width;
     ``forest`` is :attr:`ForestArrays.packed`, ``plan`` a :func:`pack_plan`
-    buffer: three arrays to pass instead of ten, which is most of what one
-    row's call costs.
+    buffer: three arrays to pass instead of ten, which is most of what a
+    small request's call costs.  Each row walks on alone, four trees side by
+    side (:func:`_finish_row`), with no block around it: the loop for one
+    request and small batches.
     """
-    f = forest[:_PACK_HEADER].view(np.int64)
-    p = plan[:_PACK_HEADER].view(np.int64)
-    code, _ = _forest_one(x, forest[f[0]:f[1]].view(np.uint32), forest[f[2]:f[3]].view(np.uint32),
-                          forest[f[4]:f[5]].view(np.float32), forest[f[6]:f[7]].view(np.uint32),
-                          forest[f[8]:f[9]].view(np.int64), forest[f[10]:f[11]].view(np.int32),
-                          forest[f[12]:f[13]].view(np.int64),
-                          plan[p[0]:p[1]].view(np.bool_), None, plan[p[2]:p[3]].view(np.bool_))
-    return -1 if code < 0 else plan[p[4]:p[5]].view(np.int64)[code]
+    xf = X.reshape(X.size)  # float64 rows are read as float32 value by value, as the trees compare them
+    if _any_inf32(xf):
+        return False
+    left, feature, threshold, nan_right, depth, node_code, roots = _unpacked_forest(forest)
+    table, check, labels = _unpacked(plan, 0, np.bool_), _unpacked(plan, 1, np.bool_), _unpacked(plan, 2, np.int64)
+    width = np.uint64(X.shape[1])
+    for r in range(X.shape[0]):
+        code, _ = _finish_row(xf, np.uint64(r) * width, 0, 0, left, feature, threshold, nan_right, depth,
+                              node_code, roots, table, None, check)
+        out[r] = labels[code]
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -881,7 +928,7 @@ def level_any(bits, starts):
 
 def pack_bits_plan(table, layout, stops_at, node_code):
     """Stop bits, their layout ``(l, b, 2 ** (l b))``, the members after which a stop is possible and each node's
-    code increment in radix ``2 ** b``, in one buffer (the second array :func:`label_one_bits` takes)."""
+    code increment in radix ``2 ** b``, in one buffer (the second array :func:`label_rows_bits` takes)."""
     buf, (t, lay, s, nc) = pack([(len(table), np.uint8), (len(layout), np.int64), (len(stops_at), np.bool_),
                                  (len(node_code), np.int32)])
     t[:], lay[:], s[:], nc[:] = table, layout, stops_at, node_code
@@ -889,26 +936,28 @@ def pack_bits_plan(table, layout, stops_at, node_code):
 
 
 @njit(cache=True, nogil=True)
-def label_one_bits(x, forest, plan):
-    """:func:`label_one` with stop bits (a :func:`pack_bits_plan` buffer): the label is the majority of the
-    count code's ``b``-bit fields (the lowest class on ties), or -1 if a feature is infinite as float32."""
-    f = forest[:_PACK_HEADER].view(np.int64)
-    p = plan[:_PACK_HEADER].view(np.int64)
-    lay = plan[p[2]:p[3]].view(np.int64)
-    code, _ = _forest_one(x, forest[f[0]:f[1]].view(np.uint32), forest[f[2]:f[3]].view(np.uint32),
-                          forest[f[4]:f[5]].view(np.float32), forest[f[6]:f[7]].view(np.uint32),
-                          forest[f[8]:f[9]].view(np.int64), plan[p[6]:p[7]].view(np.int32),
-                          forest[f[12]:f[13]].view(np.int64), plan[p[0]:p[1]], lay, plan[p[4]:p[5]].view(np.bool_))
-    if code < 0:
-        return -1
+def label_rows_bits(X, forest, plan, out):
+    """:func:`label_rows` with stop bits (a :func:`pack_bits_plan` buffer): a row's label is the majority of
+    its count code's ``b``-bit fields (the lowest class on ties)."""
+    xf = X.reshape(X.size)  # float64 rows are read as float32 value by value, as the trees compare them
+    if _any_inf32(xf):
+        return False
+    left, feature, threshold, nan_right, depth, _, roots = _unpacked_forest(forest)
+    table, lay = _unpacked(plan, 0, np.uint8), _unpacked(plan, 1, np.int64)
+    check, node_code = _unpacked(plan, 2, np.bool_), _unpacked(plan, 3, np.int32)
     l, b = lay[0], lay[1]
     mask = (np.int64(1) << b) - 1
-    best, label = np.int64(-1), -1
-    for c in range(l):
-        votes = (np.int64(code) >> (b * (l - 1 - c))) & mask
-        if votes > best:
-            best, label = votes, c
-    return label
+    width = np.uint64(X.shape[1])
+    for r in range(X.shape[0]):
+        code, _ = _finish_row(xf, np.uint64(r) * width, 0, 0, left, feature, threshold, nan_right, depth,
+                              node_code, roots, table, lay, check)
+        best, label = np.int64(-1), 0
+        for c in range(l):
+            votes = (np.int64(code) >> (b * (l - 1 - c))) & mask
+            if votes > best:
+                best, label = votes, c
+        out[r] = label
+    return True
 
 
 def _round_down_float32(threshold):
@@ -1142,10 +1191,10 @@ def compile_kernels():
     one_forest, views = pack([(1, np.uint32), (1, np.uint32), (1, np.float32), (1, np.uint32), (1, np.int64),
                               (1, np.int32), (1, np.int64)])
     views[2][:] = np.inf  # one tree, its root a leaf
-    for dtype in (np.float32, np.float64):  # the one-row loop (it compiles _forest_one into itself)
-        label_one(np.zeros(1, dtype=dtype), one_forest, pack_plan(flat[0], flat[2], np.zeros(4, dtype=np.int64)))
-        label_one_bits(np.zeros(1, dtype=dtype), one_forest, pack_bits_plan(bits[0], bits[1], bits[2],
-                                                                            np.zeros(1, dtype=np.int32)))
+    for dtype in (np.float32, np.float64):  # the row-by-row loops (they compile _finish_row into themselves)
+        Xd, out = np.zeros((1, 1), dtype=dtype), np.zeros(1, dtype=np.int64)
+        label_rows(Xd, one_forest, pack_plan(flat[0], flat[2], np.zeros(4, dtype=np.int64)), out)
+        label_rows_bits(Xd, one_forest, pack_bits_plan(bits[0], bits[1], bits[2], np.zeros(1, dtype=np.int32)), out)
     # the loop with the memo of decisions (one row, one tree, a memo that knows nothing: the row waits once)
     keys, vals = np.full((4, 1), -1, dtype=np.int64), np.zeros(4, dtype=np.int8)
     codes, i1 = np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.int64)

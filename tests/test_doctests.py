@@ -113,7 +113,7 @@ def test_the_check_covers_the_public_api():
     for expected in ["ensvote.HaltingClassifier.predict_proba", "ensvote.HaltingClassifier.oob_votes",
                      "ensvote.UrnRule.T", "ensvote.UrnRule.stop", "ensvote.HaltResult.speedup",
                      "ensvote.HaltingRule.decide", "ensvote.engine.StopTable.min_votes",
-                     "ensvote.engine.TreeEnsemble.label_one", "ensvote.datasets.load",
+                     "ensvote.engine.TreeEnsemble.label_rows", "ensvote.datasets.load",
                      "ensvote.datasets.catalog", "ensvote.engine.run_halting",
                      "ensvote.manyclass.PairPrior.uniform"]:
         assert expected in names

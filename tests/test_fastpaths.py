@@ -215,7 +215,7 @@ def test_by_leaf_is_a_stable_sort_for_small_and_large_trees(node_count):
 
 
 def test_one_row_requests_answer_as_the_batch_does():
-    # one row goes to kernel.label_one (forest and tables packed in two buffers); any layout, dtype or rule change
+    # one row goes to kernel.label_rows (forest and tables packed in two buffers); any layout, dtype or rule change
     X, y = load("waveform", n_samples=900, random_state=ev.SEED)
     names = np.array(["left", "middle", "right"])[y]
     clf = ev.HaltingClassifier(RandomForestClassifier(31, random_state=ev.SEED)).fit(X[:500], names[:500])
@@ -234,3 +234,40 @@ def test_one_row_requests_answer_as_the_batch_does():
     assert [clf.predict(X[i:i + 1])[0] for i in range(500, 900, 13)] == list(exact[::13])
     with pytest.raises(ValueError, match="infinity|too large"):
         clf.predict(np.full((1, X.shape[1]), np.inf))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # scikit-learn's cast, then its error
+@pytest.mark.parametrize("rule", ["urn", "exact"])
+def test_small_batches_go_row_by_row_and_answer_as_the_blocks_do(rule):
+    # up to kernel.ROW_BY_ROW rows take kernel.label_rows (each row on alone); more take the block loop
+    from ensvote import kernel
+    X, y = load("twonorm", n_samples=700, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(31, random_state=ev.SEED), rule=rule).fit(X[:300], y[:300])
+    assert clf._labels_are_indices
+    Xte = X[300:].copy()
+    Xte[5, 3] = np.nan  # a missing value goes where the tree sends it, in both loops
+    ref = clf.halt(Xte).labels
+    R = kernel.ROW_BY_ROW
+    for n in (1, 2, R - 1, R, R + 1, 2 * R):
+        for Xb in (Xte[:n], Xte[:n].astype(np.float32)):
+            got = clf.predict(Xb)
+            assert got.dtype == clf.classes_.dtype and np.array_equal(got, ref[:n]), (n, Xb.dtype)
+    got = clf.predict(Xte[:4])
+    got[:] = 7  # a new array each time, never one the classifier keeps
+    assert np.array_equal(clf.predict(Xte[:4]), ref[:4])
+    # float64 values are compared as float32, as the trees compare them: a value just above a float32
+    # threshold that rounds down onto it goes left, in every loop
+    t = clf._ensemble.arrays
+    thr = t.threshold[np.isfinite(t.threshold)][0]
+    edge = np.nextafter(np.float64(thr), np.inf)
+    assert np.float32(edge) == thr and edge > thr
+    Xe = np.repeat(Xte[:3], 20, axis=0)
+    Xe[:, t.feature[np.isfinite(t.threshold)][0]] = edge
+    assert np.array_equal(clf.predict(Xe[:3]), clf.predict(Xe)[:3])
+    assert np.array_equal(clf.predict(Xe[:3]), clf.predict(Xe[:3].astype(np.float32)))
+    # a row of a small batch with a value infinite as float32 gets the full validation's error
+    for bad in (np.inf, -np.inf, 1e300):
+        Xb = Xte[:5].copy()
+        Xb[4, 0] = bad
+        with pytest.raises(ValueError, match="infinity|too large"):
+            clf.predict(Xb)

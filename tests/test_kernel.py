@@ -290,7 +290,7 @@ def test_oob_votes_are_kept_from_fit():
 
 def test_kernels_compile_and_are_cached():
     assert kernel.compile_kernels() >= 0.0
-    assert kernel._forest_serial.signatures and kernel.label_one.signatures
+    assert kernel._forest_serial.signatures and kernel.label_rows.signatures
 
 
 def test_kernel_with_single_node_trees():

@@ -157,8 +157,12 @@ def test_classifier_beyond_the_dense_table_equals_reference(case):
     assert np.array_equal(clf.predict(Xte), clf.classes_[ref.labels])
     for i in (0, 7):
         assert clf.predict(Xte[i:i + 1])[0] == clf.classes_[ref.labels[i]]
-        # the compiled one-row loop wherever there is a flat table or stop bits (-1: none, the batch loop answers)
-        assert ens.label_one(X32[i], clf.rule_) == (-1 if ens.plan(clf.rule_) is None else ref.labels[i])
+        # the compiled row-by-row loop wherever there is a flat table or stop bits (False: none, the batch loop
+        # answers)
+        out = np.full(2, -1, dtype=np.int64)
+        ok = ens.label_rows(X32[i:i + 2], clf.rule_, out)
+        assert ok == (ens.plan(clf.rule_) is not None)
+        assert np.array_equal(out, ref.labels[i:i + 2] if ok else [-1, -1])
     assert np.allclose(clf.predict_proba(Xte), ref.counts / ref.n_queried[:, None])
 
 
