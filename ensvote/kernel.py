@@ -22,8 +22,9 @@ independent, and the processor overlaps them instead of stalling on one
 mispredicted branch after another.  A block without NaN takes a walk that
 does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
-cache); one row (:func:`label_rows`), and each row of a block once fewer than eight
-are still voting, goes on alone, four trees side by side (:func:`_finish_row`).
+cache); the rows of a small request (:func:`label_rows`, up to :data:`ROW_BY_ROW` rows), and
+each row of a block once fewer than eight are still voting, go on alone, four trees side by side
+until all four reach their leaves (:func:`_finish_row`).
 
 :class:`ensvote.HaltingClassifier` uses it for every dense ``X`` (sparse
 ``X`` takes the engine's numpy path).  Rows are independent, so with
@@ -203,10 +204,11 @@ def _stops_impl(table, code, lay):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, depth, node_code, roots, table, lay, check):
+def _finish_row(xf, p, j, code, left, feature, threshold, nan_right, node_code, roots, table, lay, check):
     """One row (from ``xf[p]``) that has walked ``j`` trees to count code ``code``, on to its stop:
-    ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap), then
-    their votes in order, the stop checked after each tree as one tree at a time would."""
+    ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap) until
+    all four have reached their leaves (a row's path is often far shorter than its tree's depth), then their
+    votes in order, the stop checked after each tree as one tree at a time would."""
     T = roots.shape[0]
     while j + 4 <= T:
         n0, n1 = np.uint32(roots[j]), np.uint32(roots[j + 1])
@@ -247,8 +249,8 @@ def _forest_block(X, a, b, left, feature, threshold, nan_right, depth, node_code
             for i in range(n_active):
                 r = active[i]
                 code_end[r], n_queried[r] = _finish_row(Xf, np.uint64(r) * np.uint64(X.shape[1]), j, code[i], left,
-                                                        feature, threshold, nan_right, depth, node_code, roots,
-                                                        table, lay, check)
+                                                        feature, threshold, nan_right, node_code, roots, table,
+                                                        lay, check)
             n_active = 0
             break
         root = np.uint32(roots[j])
@@ -904,12 +906,12 @@ def label_rows(X, forest, plan, out):
     xf = X.reshape(X.size)  # float64 rows are read as float32 value by value, as the trees compare them
     if _any_inf32(xf):
         return False
-    left, feature, threshold, nan_right, depth, node_code, roots = _unpacked_forest(forest)
+    left, feature, threshold, nan_right, _, node_code, roots = _unpacked_forest(forest)
     table, check, labels = _unpacked(plan, 0, np.bool_), _unpacked(plan, 1, np.bool_), _unpacked(plan, 2, np.int64)
     width = np.uint64(X.shape[1])
     for r in range(X.shape[0]):
-        code, _ = _finish_row(xf, np.uint64(r) * width, 0, 0, left, feature, threshold, nan_right, depth,
-                              node_code, roots, table, None, check)
+        code, _ = _finish_row(xf, np.uint64(r) * width, 0, 0, left, feature, threshold, nan_right, node_code,
+                              roots, table, None, check)
         out[r] = labels[code]
     return True
 
@@ -942,15 +944,15 @@ def label_rows_bits(X, forest, plan, out):
     xf = X.reshape(X.size)  # float64 rows are read as float32 value by value, as the trees compare them
     if _any_inf32(xf):
         return False
-    left, feature, threshold, nan_right, depth, _, roots = _unpacked_forest(forest)
+    left, feature, threshold, nan_right, _, _, roots = _unpacked_forest(forest)
     table, lay = _unpacked(plan, 0, np.uint8), _unpacked(plan, 1, np.int64)
     check, node_code = _unpacked(plan, 2, np.bool_), _unpacked(plan, 3, np.int32)
     l, b = lay[0], lay[1]
     mask = (np.int64(1) << b) - 1
     width = np.uint64(X.shape[1])
     for r in range(X.shape[0]):
-        code, _ = _finish_row(xf, np.uint64(r) * width, 0, 0, left, feature, threshold, nan_right, depth,
-                              node_code, roots, table, lay, check)
+        code, _ = _finish_row(xf, np.uint64(r) * width, 0, 0, left, feature, threshold, nan_right, node_code,
+                              roots, table, lay, check)
         best, label = np.int64(-1), 0
         for c in range(l):
             votes = (np.int64(code) >> (b * (l - 1 - c))) & mask

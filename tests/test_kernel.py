@@ -293,6 +293,22 @@ def test_kernels_compile_and_are_cached():
     assert kernel._forest_serial.signatures and kernel.label_rows.signatures
 
 
+def test_packed_arrays_unpack_to_the_arrays_packed():
+    # the compiled loops read a pack() buffer through an unchecked reinterpretation (kernel._bytes_as): each
+    # array must come back with its length, dtype and values, sharing the buffer's memory
+    rng = np.random.default_rng(ev.SEED)
+    specs = [(5, np.uint32), (1, np.bool_), (3, np.float32), (0, np.int64), (7, np.int32), (2, np.int64),
+             (9, np.uint8), (4, np.float32)]
+    buf, views = kernel.pack(specs)
+    for v in views:
+        v[:] = rng.integers(0, 100, len(v)).astype(v.dtype)
+    for k, ((n, dtype), v) in enumerate(zip(specs, views)):
+        got = kernel._unpacked(buf, k, dtype)
+        assert got.dtype == np.dtype(dtype) and len(got) == n and np.array_equal(got, v), k
+        if n:
+            assert np.shares_memory(got, buf)
+
+
 def test_kernel_with_single_node_trees():
     # members fitted on a one-class sample are a single leaf: the walk must stop at the root
     rng = np.random.default_rng(ev.SEED)
