@@ -849,6 +849,8 @@ def _bytes_as(typingctx, buf, start, stop, dtype):
     sharing ``buf``'s memory, unchecked.  ``buf[start:stop].view(dtype)`` does the same with checks of size and
     alignment that cost ~45 ns a call in numba 0.68, most of one row's time when a row unpacks ten arrays;
     :func:`pack` lays its arrays out so that the checks would pass (8-byte aligned starts, whole items)."""
+    if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.ndim == 1 and buf.layout == "C"):
+        return None  # anything but a packed buffer fails to compile
     item = dtype.dtype
     out_ty = types.Array(item, 1, "C")
 

@@ -307,6 +307,17 @@ def test_packed_arrays_unpack_to_the_arrays_packed():
         assert got.dtype == np.dtype(dtype) and len(got) == n and np.array_equal(got, v), k
         if n:
             assert np.shares_memory(got, buf)
+    # only a 1-D C-contiguous uint8 buffer is read this way: anything else fails to compile
+    import numba
+
+    @numba.njit
+    def read(buf):
+        return kernel._bytes_as(buf, 0, 8, np.int64)
+
+    assert read(buf).shape == (1,)
+    for other in (np.zeros(16, dtype=np.int32), np.zeros((2, 8), dtype=np.uint8), np.zeros(32, dtype=np.uint8)[::2]):
+        with pytest.raises(numba.core.errors.TypingError):
+            read(other)
 
 
 def test_kernel_with_single_node_trees():
