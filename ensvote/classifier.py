@@ -696,7 +696,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             # one request or a small batch: the rows go straight to the compiled row-by-row loop, which checks
             # them for infinities (anything it refuses gets the full validation below, and its errors)
             out = np.empty(shape[0], dtype=np.int64)
-            if ens.label_rows(X, d["rule_"], out):
+            if ens._label_rows(X, d["rule_"], out):  # X checked above, out made here
                 return out if d["_labels_are_indices"] else self.classes_.take(out)
         if self.voting == "soft":
             return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)

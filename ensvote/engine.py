@@ -1432,11 +1432,12 @@ class TreeEnsemble:
     def label_rows(self, X, rule, out):
         """Each row's class index into ``out``, row by row: the loop for one request and small batches.
 
-        No validation beyond infinity: ``X`` must be a 2-D float32 or float64
-        C-contiguous array of the forest's width.  False, with ``out`` not
-        written, when a feature of ``X`` is infinite as float32 (the caller
-        then validates it in full), or when ``rule`` has neither a flat stop
-        table nor stop bits (the caller then calls :meth:`labels`).
+        The arrays are checked (shape, dtype, layout, width: a TypeError or
+        ValueError naming the problem); the values are not, beyond infinity.
+        False, with ``out`` not written, when a feature of ``X`` is infinite
+        as float32 (the caller then validates it in full), or when ``rule``
+        has neither a flat stop table nor stop bits (the caller then calls
+        :meth:`labels`).
 
         Parameters
         ----------
@@ -1465,6 +1466,20 @@ class TreeEnsemble:
         >>> ens.label_rows(np.full((1, 4), np.inf, dtype=np.float32), UrnRule(T=31), out[:1])
         False
         """
+        if not (isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype in (np.float32, np.float64)
+                and X.flags.c_contiguous):
+            raise TypeError("X must be a 2-D C-contiguous ndarray of float32 or float64, got "
+                            + (f"{X.ndim}-D {X.dtype} (C-contiguous: {X.flags.c_contiguous})"
+                               if isinstance(X, np.ndarray) else type(X).__name__))
+        if X.shape[1] < self.arrays.width:
+            raise ValueError(f"X has {X.shape[1]} features; the trees read feature {self.arrays.width - 1}")
+        if not (isinstance(out, np.ndarray) and out.dtype == np.int64 and out.shape == (X.shape[0],)
+                and out.flags.writeable):
+            raise ValueError(f"out must be a writeable int64 array of shape ({X.shape[0]},) for X's rows")
+        return self._label_rows(X, rule, out)
+
+    def _label_rows(self, X, rule, out):
+        """:meth:`label_rows` without the checks of the arrays (the classifier has made them)."""
         one = self._one
         if one[0] is not rule:
             one = self._bind_one(rule)
@@ -1473,7 +1488,7 @@ class TreeEnsemble:
         return (_label_rows_bits if one[2] else _label_rows)(X, self.arrays.packed, one[1], out)
 
     def _bind_one(self, rule):
-        """Pack ``rule``'s stop and label tables (or stop bits) for :meth:`label_rows` (kept for the last rule)."""
+        """Pack ``rule``'s stop and label tables (or stop bits) for :meth:`_label_rows` (kept for the last rule)."""
         global _label_rows, _label_rows_bits
         from . import kernel
 

@@ -786,6 +786,8 @@ class ForestArrays:
             a, b = self.roots[j], self.roots[j] + sizes[j]
             f = np.where(leaf[a:b], 0, feature[a:b])
             self.feature[a:b] = f if feats is None else np.asarray(feats)[f]
+        #: columns a row must have: every node's feature (a leaf's too, read and ignored) is one of them
+        self.width = int(self.feature.max()) + 1
         threshold = np.concatenate([t.threshold for t in trees])[order]
         self.threshold[:] = np.where(leaf, np.float32(np.inf), _round_down_float32(threshold))
         go_left = np.concatenate([np.asarray(t.missing_go_to_left, dtype=bool) for t in trees])[order]

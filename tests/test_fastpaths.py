@@ -236,6 +236,26 @@ def test_one_row_requests_answer_as_the_batch_does():
         clf.predict(np.full((1, X.shape[1]), np.inf))
 
 
+def test_label_rows_refuses_arrays_it_cannot_read():
+    # TreeEnsemble.label_rows is public: arrays the compiled loop would misread are refused, naming the problem
+    X, y = load("twonorm", n_samples=400, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(31, random_state=ev.SEED)).fit(X[:300], y[:300])
+    ens, rule = clf._ensemble, clf.rule_
+    assert ens.arrays.width == X.shape[1]
+    out = np.empty(5, dtype=np.int64)
+    for bad in (np.asfortranarray(X[:5]), X[:5].astype(np.int64), X[0], X[:5].tolist(), X[:5, ::2]):
+        with pytest.raises(TypeError, match="2-D C-contiguous ndarray of float32 or float64"):
+            ens.label_rows(bad, rule, out)
+    with pytest.raises(ValueError, match="X has 10 features; the trees read feature 19"):
+        ens.label_rows(np.ascontiguousarray(X[:5, :10]), rule, out)
+    ro = np.empty(5, dtype=np.int64)
+    ro.setflags(write=False)
+    for bad_out in (out[:2], out.astype(np.int32), ro, list(out)):
+        with pytest.raises(ValueError, match="out must be a writeable int64 array of shape \\(5,\\)"):
+            ens.label_rows(X[:5], rule, bad_out)
+    assert ens.label_rows(X[:5], rule, out) and np.array_equal(out, clf.predict(X[:5]))
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # scikit-learn's cast, then its error
 @pytest.mark.parametrize("rule", ["urn", "exact"])
 def test_small_batches_go_row_by_row_and_answer_as_the_blocks_do(rule):
