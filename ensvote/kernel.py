@@ -905,7 +905,8 @@ def label_rows(X, forest, plan, out):
     buffer: three arrays to pass instead of ten, which is most of what a
     small request's call costs.  Each row walks on alone, four trees side by
     side (:func:`_finish_row`), with no block around it: the loop for one
-    request and small batches.
+    request and small batches.  The arrays are not checked here
+    (:meth:`ensvote.engine.TreeEnsemble.label_rows` checks them).
     """
     xf = X.reshape(X.size)  # float64 rows are read as float32 value by value, as the trees compare them
     if _any_inf32(xf):

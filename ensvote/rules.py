@@ -624,7 +624,7 @@ _MEMO_MAX = 1_000_000
 def _urn_stop_bits(T, support, probs, alpha):
     """Two classes: whether the urn rule stops at each vote vector, one bit per vector (see :func:`_urn_levels`).
 
-    Bit ``s (s + 1) / 2 + t_0`` of the packed array is the stop of ``(t_0, s - t_0)``:
+    Bit :func:`~ensvote.engine.level_index` of ``(t_0, s - t_0)`` of the packed array is its stop:
     ``P*(t, T) > α`` or ``s == T``.  Confidences within ``_NEAR_THRESHOLD`` of
     α are recomputed with :func:`ensvote.finite_confidence` (the on-demand
     formula), so the bits are exactly the on-demand decisions.
@@ -633,14 +633,13 @@ def _urn_stop_bits(T, support, probs, alpha):
     near = []
     for s, (t0, _), conf in _urn_levels(T, 2, support, probs):
         with np.errstate(invalid="ignore"):
-            stop[s * (s + 1) // 2 + t0] = (conf > alpha) | (s == T)
+            stop[level_index(np.column_stack([t0, s - t0]))] = (conf > alpha) | (s == T)
             close = np.abs(conf - alpha) <= _NEAR_THRESHOLD
         if s < T and close.any():
             near.append(np.column_stack([t0[close], s - t0[close]]))
     if near:
         t = np.concatenate(near)
-        s = t.sum(axis=1)
-        stop[s * (s + 1) // 2 + t[:, 0]] = finite_confidence(t, T, prior=(support, probs)) > alpha
+        stop[level_index(t)] = finite_confidence(t, T, prior=(support, probs)) > alpha
     return np.packbits(stop)
 
 
