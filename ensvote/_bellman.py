@@ -92,13 +92,18 @@ def _leaf_sum(a, lo, n):
 
 
 @njit(cache=True, nogil=True)
-def _pairwise_sum(a, lo, n):
-    """``np.sum(a[lo:lo + n])``, bit for bit: NumPy's pairwise summation.
+def _pairwise_sum(a, lo, n, nz_lo, nz_hi):
+    """``np.sum(a[lo:lo + n])``, bit for bit: NumPy's pairwise summation, for ``a`` zero outside ``[nz_lo, nz_hi)``.
 
     Above 128 terms NumPy splits the range in two (the first part a multiple
     of 8) and adds the two sums; the same tree is walked here with an explicit
-    stack (numba cannot cache a recursive function).
+    stack (numba cannot cache a recursive function).  A part of the tree that
+    lies outside ``[nz_lo, nz_hi)`` sums zeros: its sum is 0.0 without reading
+    it (``x + 0.0 == x``), so the result is the same as summing every term
+    (pass ``lo, lo + n`` when nothing is known).
     """
+    if nz_hi <= nz_lo or nz_hi <= lo or lo + n <= nz_lo:
+        return 0.0
     if n <= 128:
         return _leaf_sum(a, lo, n)
     node_lo = np.empty(128, dtype=np.int64)
@@ -109,7 +114,11 @@ def _pairwise_sum(a, lo, n):
     top, nv = 1, 0
     while top > 0:
         i = top - 1
-        if node_n[i] <= 128:
+        if node_lo[i] >= nz_hi or node_lo[i] + node_n[i] <= nz_lo:  # zeros only
+            vals[nv] = 0.0
+            nv += 1
+            top -= 1
+        elif node_n[i] <= 128:
             vals[nv] = _leaf_sum(a, node_lo[i], node_n[i])
             nv += 1
             top -= 1
@@ -228,36 +237,41 @@ def _evaluate_kernel(trans, loss, stops, base, T, d, rs_cell, rs_prob):
     reach = np.zeros(base[T + 1] - base[T])  # the level's cells
     nxt = np.zeros(base[T + 1] - base[T])  # the level above
     side = T + 1 if d == 2 else 1
-    go, lost = np.empty(side * (T + 1)), np.empty(side * (T + 1))  # a level on its square grid
+    # a level on its square grid, zero between levels but where the level wrote ([lo, hi))
+    go, lost = np.zeros(side * (T + 1)), np.zeros(side * (T + 1))
     reach[0] = 1.0
     members = disagreement = 0.0
     for s in range(T):
         m = s + 1
         nxt[:base[s + 2] - base[s + 1]] = 0.0
         f, k, g = base[s], 0, 0
+        lo, hi = go.size, 0
         for a in range(m if d == 2 else 1):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
             q = a * m
             for b in range(n):
-                p = 1.0 if stops[f] else 0.0
-                if f == rs_cell:
-                    p = rs_prob
                 r = reach[k]
-                c = r * (1.0 - p)
-                go[q + b] = c
-                lost[q + b] = r * p * loss[f]
-                _push(nxt, g + b, o0, c, trans, f, d)
+                # a policy stops most urns early: most vote vectors are never reached, and adding their
+                # zeros (to the cells above, to the level's totals) would change no sum
+                if r != 0.0:
+                    p = 1.0 if stops[f] else 0.0
+                    if f == rs_cell:
+                        p = rs_prob
+                    c = r * (1.0 - p)
+                    go[q + b] = c
+                    lost[q + b] = r * p * loss[f]
+                    lo, hi = min(lo, q + b), max(hi, q + b + 1)
+                    _push(nxt, g + b, o0, c, trans, f, d)
                 f += 1
                 k += 1
-            for b in range(n, m):  # grid points that are not vote vectors (three classes)
-                go[q + b] = 0.0
-                lost[q + b] = 0.0
             g += n + 1
         reach, nxt = nxt, reach
         k = m * m if d == 2 else m
-        members += _pairwise_sum(go, 0, k)
-        disagreement += _pairwise_sum(lost, 0, k)
+        members += _pairwise_sum(go, 0, k, lo, hi)
+        disagreement += _pairwise_sum(lost, 0, k, lo, hi)
+        go[lo:hi] = 0.0
+        lost[lo:hi] = 0.0
     return members, disagreement
 
 
@@ -286,7 +300,8 @@ def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
             o0 = n + 1 if d == 2 else 1
             for b in range(n):
                 c = reach[f] * (1.0 - (1.0 if stops[f] else 0.0))
-                _push(reach, g + b, o0, c, trans, f, d)
+                if c != 0.0:  # adding zeros changes no sum (see _evaluate_kernel)
+                    _push(reach, g + b, o0, c, trans, f, d)
                 f += 1
             g += n + 1
     L = base[T + 1] - base[T]

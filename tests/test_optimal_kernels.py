@@ -140,9 +140,15 @@ def test_pairwise_sum_is_numpys_sum_bit_for_bit():
     rng = np.random.default_rng(0)
     for n in list(range(1, 300)) + [1000, 1024, 8191, 8192, 8193, 10404, 20001]:
         x = rng.random(n) * 10.0 ** rng.integers(-18, 3, n)
-        assert _pairwise_sum(x, 0, n) == np.sum(x), n
+        assert _pairwise_sum(x, 0, n, 0, n) == np.sum(x), n
         if n > 5:
-            assert _pairwise_sum(x, 3, n - 5) == np.sum(x[3:n - 2]), n
+            assert _pairwise_sum(x, 3, n - 5, 3, n - 2) == np.sum(x[3:n - 2]), n
+        # zero outside [i, j): the parts of the tree that hold only zeros are not read
+        i, j = sorted(rng.integers(0, n + 1, 2))
+        y = np.zeros(n)
+        y[i:j] = x[i:j]
+        assert _pairwise_sum(y, 0, n, i, j) == np.sum(y), (n, i, j)
+        assert _pairwise_sum(x, 0, n, j, j) == 0.0
 
 
 @pytest.mark.parametrize("price", [0.0, 0.3, 4.0, 37.0, 1e4])
@@ -162,6 +168,22 @@ def test_evaluate_matches_the_numpy_recursion(model):
         idx = tuple(int(c) for c in states[rng.integers(len(states))][:-1])
         got = model.evaluate(cells, random_state=_cell(model, s, idx), stop_prob=0.37)
         assert tuple(got) == ref_evaluate(model, levels, (s, idx), 0.37)
+
+
+@pytest.mark.parametrize("price", [0.3, 37.0, 1e4])
+def test_evaluate_and_flip_of_optimal_policies_match_the_numpy_recursion(model, price):
+    # an optimal policy stops most urns early: most vote vectors are never reached, the loops skip them
+    stops = model.solve(price)[1]
+    levels = [model.level(stops, s) for s in range(model.T + 1)]
+    assert tuple(model.evaluate(stops)) == ref_evaluate(model, levels)
+    if model.T > 1:
+        s = model.T // 2
+        idx = tuple(int(c) for c in model.level_states(s)[0][:-1])
+        got = model.evaluate(stops, random_state=_cell(model, s, idx), stop_prob=0.37)
+        assert tuple(got) == ref_evaluate(model, levels, (s, idx), 0.37)
+    for slack in (0.0, 1e-3):
+        ref = ref_best_flip(model, levels, slack)
+        assert model.best_flip(stops, slack) == (None if ref is None else _cell(model, ref[0], ref[1]))
 
 
 def test_best_flip_matches_the_numpy_search(model):
