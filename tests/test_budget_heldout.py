@@ -259,3 +259,20 @@ def test_vote_mixture_checked_votes_refuses_bad_votes():
             VoteMixture.checked_votes(votes, 11)
     with pytest.raises(ValueError, match="resolution"):
         VoteMixture.checked_votes(np.ones((5, 2), dtype=int), 11, resolution=1000)
+
+
+def test_vote_mixture_em_is_plain_em_with_subnormal_weights_set_to_zero():
+    # the fit sets weights below the smallest normal float to 0 (products with subnormal numbers are slow);
+    # the other weights must come out as plain EM's, bit for bit (three classes: the grid where it arises)
+    l, resolution = 3, 50
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet(np.full(l, 0.3), 150)
+    v = np.array([rng.multinomial(n, q) for n, q in zip(rng.binomial(201, 0.368, 150), p)])
+    mix = VoteMixture(v, resolution, max_iter=400)
+    lik, u = mix.lik, np.full(len(v), 1.0 / len(v))
+    g = np.full(len(mix.grid), 1.0 / len(mix.grid))
+    for _ in range(mix.n_iter):
+        g = g * (lik.T @ (u / (lik @ g)))
+    tiny = np.finfo(float).tiny
+    assert np.count_nonzero((g > 0) & (g < tiny)) > 0  # the case arises
+    np.testing.assert_array_equal(mix.weights, np.where(g < tiny, 0.0, g) / g.sum())
