@@ -4,7 +4,7 @@ A *model* (:class:`_UrnModel`) holds, for every vote vector of an urn of
 ``T`` members under a prior, what the recursion needs: the probability
 ``d(t)`` that the current majority is not the full ensemble's and the
 probabilities ``p_i(t)`` of the next vote, from the urn's recursion
-(:func:`ensvote._urn.log_levels`).  On it: the λ-optimal policy
+(:func:`ensvote._urn.log_cells`).  On it: the λ-optimal policy
 (:meth:`_UrnModel.solve`, backward induction), the expected members and
 disagreement of any policy (:meth:`_UrnModel.evaluate`, forward), the best
 single change of a policy within a slack (:meth:`_UrnModel.best_flip`), and
@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from ._cache import BoundedCache
-from ._urn import grid, log_levels
+from ._urn import grid, log_cells
 from .rules import decided
 
 _MODELS = BoundedCache("optimal-policy urn models", 16)
@@ -354,7 +354,7 @@ class _UrnModel:
     * ``trans[:, i]``: ``p_i(t)``, the probability that the next vote is for class ``i``
       (levels ``0 .. T - 1``).
 
-    From the urn's recursion (:func:`ensvote._urn.log_levels`): the
+    From the urn's recursion (:func:`ensvote._urn.log_cells`): the
     marginal probability ``q(t)`` of the vote vector ``t`` and its parts
     ``r_c(t)`` whose urn has majority ``c`` give
     ``d(t) = Σ_{c ≠ c(t)} r_c(t) / q(t)`` and
@@ -365,27 +365,22 @@ class _UrnModel:
         self.T = T
         self.l = l = support.shape[1]
         self.base = base = _level_base(T, l - 1)
-        self.trans = np.zeros((int(base[T]), l))
-        self.loss = np.zeros(int(base[T + 1]))
-        self.valid = np.zeros(int(base[T + 1]), dtype=bool)
-        states = _states(T, l)
-        for s, _, logq, logr, terms in log_levels(T, support, probs):
-            # the level's vote vectors (cells) only, then element by element as on the level's grid
-            cells = slice(base[s], base[s + 1])
-            on = self._on(s)
-            logq = logq[on]
-            ok = np.isfinite(logq)
-            if terms is not None:
-                # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))
-                with np.errstate(invalid="ignore"):
-                    trans = np.exp(terms[:, 0][:, on] - np.log(s + 1.0) - logq)
-                self.trans[cells] = np.where(ok, trans, 0.0).T
-            # d(t): the parts r_c(t) of the classes c other than the current majority (lowest index on ties)
-            cur = np.argmax(states[cells], axis=1)
-            others = np.where(np.arange(l)[:, None] == cur[None], -np.inf, logr[:, on])
-            with np.errstate(invalid="ignore"):
-                loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
-            self.valid[cells], self.loss[cells] = ok, np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
+        # the urn's recursion over every vote vector (cell) at once, compiled; cells are in level order
+        logq, logr, terms = log_cells(T, support, probs)
+        self.valid = ok = np.isfinite(logq)
+        level = np.repeat(np.arange(T), np.diff(base[:T + 1]))  # the level of each cell below level T
+        with np.errstate(divide="ignore"):
+            log_s1 = np.log(np.arange(1, T + 1, dtype=float))  # log(s + 1) per level s < T
+        # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))
+        with np.errstate(invalid="ignore"):
+            trans = np.exp((terms - log_s1[level][:, None]) - logq[:base[T], None])
+        self.trans = np.where(ok[:base[T], None], trans, 0.0)
+        # d(t): the parts r_c(t) of the classes c other than the current majority (lowest index on ties)
+        cur = np.argmax(_states(T, l), axis=1)
+        others = np.where(np.arange(l)[:, None] == cur[None], -np.inf, logr.T)
+        with np.errstate(invalid="ignore"):
+            loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
+        self.loss = np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
         self._policies, self._policies_lock = OrderedDict(), threading.Lock()
 
     def _on(self, s):

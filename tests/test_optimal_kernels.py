@@ -17,6 +17,7 @@ import pytest
 from ensvote import OptimalRule, UrnRule, clear_caches
 from ensvote.confidence import check_prior, uniform_prior
 from ensvote._bellman import _model, _pairwise_sum
+from ensvote._urn import log_levels
 from ensvote.optimal import UNIFORM_ROWS, cross_validated_budget, policy_value
 from ensvote.priors import VoteMixture
 
@@ -101,6 +102,29 @@ def ref_best_flip(model, stops, slack):
     return None if best is None else (best[1], best[2])
 
 
+def ref_model_arrays(T, support, probs):
+    """The model's ``valid``, ``loss`` and ``trans`` from the level-by-level NumPy recursion (``log_levels``)."""
+    l = support.shape[1]
+    model = _model(T, check_prior((support, probs), T))
+    trans, loss, valid = np.zeros_like(model.trans), np.zeros_like(model.loss), np.zeros_like(model.valid)
+    states = model.level_states
+    for s, _, logq, logr, terms in log_levels(T, support, probs):
+        cells = slice(model.base[s], model.base[s + 1])
+        on = model._on(s)
+        logq = logq[on]
+        ok = np.isfinite(logq)
+        if terms is not None:
+            with np.errstate(invalid="ignore"):
+                tr = np.exp(terms[:, 0][:, on] - np.log(s + 1.0) - logq)
+            trans[cells] = np.where(ok, tr, 0.0).T
+        cur = np.argmax(states(s), axis=1)
+        others = np.where(np.arange(l)[:, None] == cur[None], -np.inf, logr[:, on])
+        with np.errstate(invalid="ignore"):
+            lo = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
+        valid[cells], loss[cells] = ok, np.where(ok, np.clip(lo, 0.0, 1.0), 0.0)
+    return model, valid, loss, trans
+
+
 def _cell(model, s, idx):
     """The model's cell of the vote vector at grid index ``idx`` of level ``s``."""
     return model.cell(tuple(idx) + (s - sum(idx),))
@@ -168,6 +192,19 @@ def test_evaluate_matches_the_numpy_recursion(model):
         idx = tuple(int(c) for c in states[rng.integers(len(states))][:-1])
         got = model.evaluate(cells, random_state=_cell(model, s, idx), stop_prob=0.37)
         assert tuple(got) == ref_evaluate(model, levels, (s, idx), 0.37)
+
+
+@pytest.mark.parametrize("T, l, kind", CASES + [(201, 3, "random"), (1001, 2, "random")])
+def test_model_arrays_match_the_numpy_recursion(T, l, kind):
+    # the compiled recursion over the cells (log_cells) gives the level-by-level NumPy one's bits
+    rng = np.random.default_rng(T * 10 + l)
+    support, probs = check_prior(uniform_prior(T, l), T) if kind == "uniform" else _random_prior(T, l, rng)
+    model, valid, loss, trans = ref_model_arrays(T, support, probs)
+    if kind == "random" and T >= 7:
+        assert not valid.all()  # vote vectors of probability 0 arise
+    np.testing.assert_array_equal(model.valid, valid)
+    np.testing.assert_array_equal(model.loss, loss)
+    np.testing.assert_array_equal(model.trans, trans)
 
 
 @pytest.mark.parametrize("price", [0.3, 37.0, 1e4])
