@@ -162,7 +162,9 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         Dense ``X`` goes through the compiled loop (:mod:`ensvote.kernel`),
         its rows spread over the threads; sparse ``X`` and rules without a
         stop table use one thread.  Rows are independent, so the results
-        are identical for any ``n_jobs``.
+        are identical for any ``n_jobs``.  ``fit`` builds the budget mode's
+        folds (``rule="optimal"`` with the out-of-bag prior) on as many
+        threads, with the same result for any ``n_jobs``.
         (The wrapped ensemble's own ``n_jobs`` applies to its ``fit``.)
 
     ``X`` may be a dense array or a scipy sparse matrix (used as CSR for
@@ -443,6 +445,8 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         options = {} if self.max_members is None else {"max_members": self.max_members}
         if self.guarantee != "average":
             options["guarantee"] = self.guarantee
+        if named is OptimalRule and self.n_jobs is not None:
+            options["n_jobs"] = self.n_jobs  # the budget mode's folds
         self.rule_ = make_rule(self.rule, n_members=self.n_members_, strength=strength,
                                n_classes=len(self.classes_), prior=self._prior_choice(),
                                oob_votes=lambda: self.oob_votes_ if self.oob_votes_ is not None

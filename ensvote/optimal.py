@@ -43,10 +43,12 @@ prior was not estimated from meets δ.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import numbers
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -58,6 +60,7 @@ from ._perrow import LP_T, MAX_PER_ROW_T, per_row_policy
 from ._perrow import model as _perrow_model
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
+from .kernel import resolve_n_jobs
 from .confidence import PriorLike, check_prior
 from .priors import VoteMixture, oob_prior
 from .rules import HaltingRule, decided, register
@@ -276,16 +279,19 @@ class OptimalRule(HaltingRule):
     def from_params(cls, strength: float | None = None, *, n_members: int, n_classes: int | None = None,
                     prior: Any = None, oob_votes: Callable[[], NDArray[np.int64]] | None = None,
                     max_members: float | None = None,
-                    guarantee: Literal["average", "per-row", "minimax"] = "average") -> HaltingRule:
+                    guarantee: Literal["average", "per-row", "minimax"] = "average",
+                    n_jobs: int | None = None) -> HaltingRule:
         """Part of the registry: see :meth:`HaltingRule.from_params`.
 
         ``strength`` is the budget δ, or ``max_members`` a compute budget (one
         of the two); ``prior="oob"`` is the budget mode on out-of-bag votes
-        (:meth:`from_oob_votes`; for a compute budget or a per-row
-        ``guarantee`` the deconvolved out-of-bag prior, which then only weighs
-        the members: every row's disagreement is at most δ whatever the
-        prior), any other prior is passed to the constructor.
+        (:meth:`from_oob_votes`, its folds on ``n_jobs`` threads; for a compute
+        budget or a per-row ``guarantee`` the deconvolved out-of-bag prior,
+        which then only weighs the members: every row's disagreement is at
+        most δ whatever the prior), any other prior is passed to the
+        constructor.
         """
+        resolve_n_jobs(n_jobs)  # a bad n_jobs fails here
         check_guarantee(guarantee)
         if guarantee != "average" and max_members is not None:
             raise ValueError(f"guarantee={guarantee!r} bounds every row's disagreement by δ: give disagreement=δ, "
@@ -310,7 +316,7 @@ class OptimalRule(HaltingRule):
             if max_members is not None:
                 v, T, resolution = VoteMixture.checked_votes(oob_votes(), n_members)
                 return cls(T, max_members=max_members, prior=_mixture_prior(v, T, resolution, UNIFORM_ROWS))
-            return cls.from_oob_votes(oob_votes(), n_members, strength)
+            return cls.from_oob_votes(oob_votes(), n_members, strength, n_jobs=n_jobs)
         if max_members is not None:
             return cls(n_members, max_members=max_members,
                        prior=None if isinstance(prior, str) and prior == "uniform" else prior, n_classes=n_classes)
@@ -321,7 +327,7 @@ class OptimalRule(HaltingRule):
     def from_oob_votes(cls, oob_votes: ArrayLike, T: int, disagreement: float = 0.01, *, n_folds: int = 5,
                        random_state: int | np.random.Generator | None = None, resolution: int | None = None,
                        rtol: float = 0.05, heldout: Literal["deconvolved", "rescaled"] = "deconvolved",
-                       uniform_rows: float = UNIFORM_ROWS) -> OptimalRule:
+                       uniform_rows: float = UNIFORM_ROWS, n_jobs: int | None = None) -> OptimalRule:
         """The budget mode from out-of-bag votes: δ met on rows the prior was not estimated from.
 
         The policy is built under :func:`ensvote.priors.deconvolved_oob_prior`
@@ -339,7 +345,7 @@ class OptimalRule(HaltingRule):
         of classes (1,001 with two, 201 with three).
         disagreement : float in (0, 0.5)
             The budget δ.
-        n_folds, random_state, resolution, rtol, heldout, uniform_rows
+        n_folds, random_state, resolution, rtol, heldout, uniform_rows, n_jobs
             As in :func:`cross_validated_budget`; ``uniform_rows`` also
             applies to the prior of all the rows the final table is built
             under.
@@ -370,7 +376,7 @@ class OptimalRule(HaltingRule):
         v, T, resolution = VoteMixture.checked_votes(oob_votes, T, resolution)
         _check_T(T, v.shape[1])
         cv = cross_validated_budget(v, T, delta, n_folds=n_folds, random_state=random_state, resolution=resolution,
-                                    rtol=rtol, heldout=heldout, uniform_rows=uniform_rows)
+                                    rtol=rtol, heldout=heldout, uniform_rows=uniform_rows, n_jobs=n_jobs)
         rule = cls(T, cv.budget, prior=_mixture_prior(v, T, resolution, _check_uniform_rows(uniform_rows)))
         rule.target_disagreement = delta
         rule.cross_validation = cv
@@ -628,7 +634,7 @@ def _fold_fits(v, T, resolution, n_folds, random_state, heldout="deconvolved", u
 
 
 def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_state=None, resolution=None,
-                           rtol=0.05, max_rounds=8, heldout="deconvolved", uniform_rows=UNIFORM_ROWS):
+                           rtol=0.05, max_rounds=8, heldout="deconvolved", uniform_rows=UNIFORM_ROWS, n_jobs=None):
     """The budget δ' at which the optimal policy's disagreement on held-out rows is δ.
 
     The rows are split into ``n_folds`` folds.  For fold ``k`` the deconvolved
@@ -689,6 +695,11 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
         is large, and a little uniform mass removes most of it (see the
         book's check against a known truth).  The held-out folds are scored
         without it.  0 turns it off.
+    n_jobs : int or None, default=None
+        Threads the folds' policies are built and scored on (scikit-learn's
+        convention: None or 1 one thread, -1 every core).  The folds are
+        independent and their disagreements are added in fold order, so the
+        result is the same for any ``n_jobs``.
 
     Returns
     -------
@@ -717,16 +728,30 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
     if heldout not in ("rescaled", "deconvolved"):
         raise ValueError(f"heldout must be 'rescaled' or 'deconvolved', got {heldout!r}")
     uniform_rows = _check_uniform_rows(uniform_rows)
+    threads = min(resolve_n_jobs(n_jobs), n_folds)
     if len(v) < 2 * n_folds:
         raise ValueError(f"cross-validating the budget with n_folds={n_folds} needs at least {2 * n_folds} rows "
                          f"with an out-of-bag vote, got {len(v)}")
     fits = _fold_fits(v, T, resolution, n_folds, random_state, heldout, uniform_rows)
     n_rows = sum(f[2] for f in fits)
 
-    def cv_disagreement(budget):
-        return sum(n * policy_value(OptimalRule(T, budget, prior=fit), held).disagreement
-                   for fit, held, n in fits) / n_rows
+    def fold_disagreement(fit, held, n, budget):  # the compiled loops let go of the GIL: folds run in threads
+        return n * policy_value(OptimalRule(T, budget, prior=fit), held).disagreement
 
+    def cv_disagreement(budget):
+        if pool is None:
+            return sum(fold_disagreement(*f, budget) for f in fits) / n_rows
+        return sum(pool.map(fold_disagreement, *zip(*fits), [budget] * len(fits))) / n_rows
+
+    with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
+        tried = _budget_search(cv_disagreement, delta, rtol, max_rounds)
+    ok = [(b, d) for b, d in tried if d <= delta]
+    b, d = max(ok) if ok else min(tried)
+    return CrossValidatedBudget(float(b), float(d), delta, len(tried))
+
+
+def _budget_search(cv_disagreement, delta, rtol, max_rounds):
+    """The budgets tried by :func:`cross_validated_budget` and their cross-validated disagreements."""
     tried = []
     budget = delta
     for _ in range(max_rounds):
@@ -752,9 +777,7 @@ def cross_validated_budget(oob_votes, T, disagreement, *, n_folds=5, random_stat
             budget = min(delta, budget * delta / d)
         if any(abs(budget - b) <= 1e-9 * delta for b, _ in tried):
             break
-    ok = [(b, d) for b, d in tried if d <= delta]
-    b, d = max(ok) if ok else min(tried)
-    return CrossValidatedBudget(float(b), float(d), delta, len(tried))
+    return tried
 
 
 # --------------------------------------------------------------------------

@@ -276,3 +276,46 @@ def test_vote_mixture_em_is_plain_em_with_subnormal_weights_set_to_zero():
     tiny = np.finfo(float).tiny
     assert np.count_nonzero((g > 0) & (g < tiny)) > 0  # the case arises
     np.testing.assert_array_equal(mix.weights, np.where(g < tiny, 0.0, g) / g.sum())
+
+
+def test_cross_validated_budget_is_the_same_on_threads():
+    # the folds' policies are built and scored on n_jobs threads, added in fold order: the same bits
+    rng = np.random.default_rng(11)
+    p = rng.dirichlet([0.4, 0.4, 0.4], 120)
+    v = np.array([rng.multinomial(n, q) for n, q in zip(rng.binomial(31, 0.368, 120), p)])
+    results = []
+    for n_jobs in (None, 2, -1):
+        from ensvote import clear_caches
+        clear_caches()
+        rule = OptimalRule.from_oob_votes(v, 31, 0.02, n_jobs=n_jobs)
+        results.append((rule.cross_validation, rule.expected_members, np.packbits(rule.table()).tobytes()))
+    assert results[0] == results[1] == results[2]
+    for bad in (0, 1.5, "2", True):
+        with pytest.raises(ValueError, match="n_jobs"):
+            cross_validated_budget(v, 31, 0.02, n_jobs=bad)
+
+
+def test_classifier_builds_the_budget_mode_on_its_n_jobs_threads(monkeypatch):
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+    from ensvote import HaltingClassifier, clear_caches
+    from ensvote import optimal
+    pools = []
+
+    class Recording(optimal.ThreadPoolExecutor):
+        def __init__(self, max_workers):
+            pools.append(max_workers)
+            super().__init__(max_workers)
+
+    monkeypatch.setattr(optimal, "ThreadPoolExecutor", Recording)
+    X, y = make_classification(200, 6, n_informative=4, n_classes=3, random_state=0)
+    fitted = []
+    for n_jobs in (None, 2):
+        clear_caches()
+        clf = HaltingClassifier(RandomForestClassifier(21, random_state=0), rule="optimal", disagreement=0.02,
+                                n_jobs=n_jobs).fit(X, y)
+        fitted.append((clf.rule_.cross_validation, clf.expected_members_, np.packbits(clf.rule_.table()).tobytes()))
+    assert fitted[0] == fitted[1] and pools == [2]  # one thread pool, for n_jobs=2 only
+    with pytest.raises(ValueError, match="n_jobs"):
+        HaltingClassifier(RandomForestClassifier(21, random_state=0), rule="optimal", disagreement=0.02,
+                          n_jobs=0).fit(X, y)
