@@ -16,7 +16,7 @@ import pytest
 
 from ensvote import OptimalRule, compositions
 from ensvote._perrow import (LP_T, MAX_PER_ROW_T, TIE_BREAK, LevelModel, PerRowModel, _cost, _dual_table,
-                             dual_policy, model, per_row_policy)
+                             dual_policy, lp_policy, model)
 from ensvote.optimal import row_values
 
 
@@ -102,7 +102,7 @@ def _uniform(T, l):
                                               (201, 2, 0.01, 0.01), (21, 3, 0.01, 0.01), (41, 3, 0.01, 0.01)])
 def test_per_row_dual_within_one_percent_of_the_linear_program(T, l, delta, within):
     weights = _uniform(T, l)
-    lp_stops, lp_members, _, optimum = per_row_policy(T, l, delta, weights, "per-row")
+    lp_stops, lp_members, _, optimum = lp_policy(PerRowModel(T, l), delta, weights, "per-row")
     sol = dual_policy(LevelModel(T, l), delta, weights, "per-row")
     assert sol.disagreement.max() <= delta  # exactly feasible
     assert sol.bound <= optimum * (1 + 1e-9) <= sol.mixture * (1 + 2e-9)  # the LP optimum between the bounds
@@ -121,7 +121,7 @@ def test_per_row_dual_within_one_percent_of_the_linear_program(T, l, delta, with
 @pytest.mark.parametrize("T,l,delta", [(51, 2, 0.01), (101, 2, 0.01), (101, 2, 0.001), (21, 3, 0.01)])
 def test_minimax_dual_against_the_linear_program(T, l, delta):
     weights = _uniform(T, l)
-    _, lp_members, _, optimum = per_row_policy(T, l, delta, weights, "minimax")
+    _, lp_members, _, optimum = lp_policy(PerRowModel(T, l), delta, weights, "minimax")
     stops, members, disagreement, bound = _dual_table(LevelModel(T, l), delta, weights, "minimax")
     assert disagreement.max() <= delta
     assert bound <= optimum * (1 + 1e-9)
@@ -138,7 +138,7 @@ def test_kalman_moscovich_minimax_at_101():
     # the uniform average of E[members | n] of one optimal vertex; the dual's table does better on average.
     T, delta = 101, 0.001
     weights = _uniform(T, 2)
-    *_, optimum = per_row_policy(T, 2, delta, weights, "minimax")
+    *_, optimum = lp_policy(model(T, 2), delta, weights, "minimax")
     assert optimum == pytest.approx(99.84, abs=0.01)
     _, members, disagreement, bound = _dual_table(LevelModel(T, 2), delta, weights, "minimax")
     assert disagreement.max() <= delta
@@ -189,7 +189,7 @@ def test_three_classes_above_the_linear_programs_size():
 
 
 def test_limits():
-    assert MAX_PER_ROW_T == {2: 1001, 3: 201} and LP_T == {2: 201, 3: 41}
+    assert MAX_PER_ROW_T == {2: 1001, 3: 201} and LP_T == {2: 101, 3: 21}
     assert isinstance(model(LP_T[2], 2), PerRowModel) and isinstance(model(LP_T[2] + 1, 2), LevelModel)
     with pytest.raises(ValueError, match="2 or 3 classes"):
         LevelModel(11, 4)
