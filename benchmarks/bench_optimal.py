@@ -24,7 +24,7 @@ from optimal are the threshold rules?" quotes them.
 Against T (``results/speed/optimal_sizes.csv``, ``--sizes``): for each size up to
 :data:`ensvote.optimal.MAX_OPTIMAL_T` (1,001 trees with two classes, 201 with
 three) a forest of ``T`` trees is fitted (its time beside), then the budget
-mode is built from its out-of-bag votes as ``fit`` builds it, on one thread
+mode is built from its out-of-bag votes as ``fit`` builds it (best of ``--repeat``), on one thread
 and, as ``HaltingClassifier(..., n_jobs=2)`` builds it, with its folds on two
 (``budget_mode_seconds_2_threads``); the same for the per-row guarantee
 (``guarantee="per-row"``: a linear program up to :data:`ensvote.optimal.LP_T`,
@@ -34,6 +34,8 @@ and 201), on one thread.
 
 import argparse
 import time
+
+import numpy as np
 from pathlib import Path
 
 from sklearn.ensemble import RandomForestClassifier
@@ -55,7 +57,7 @@ FIELDS = ["dataset", "n_train", "n_classes", "disagreement", "heldout", "seconds
 SIZES = OUT.with_name("optimal_sizes.csv")
 SIZE_GRID = {2: (101, 301, 1001), 3: (51, 101, 151, 201)}
 #: Sizes of the per-row guarantee, up to ensvote.optimal.MAX_PER_ROW_T: its linear program up to
-#: ensvote.optimal.LP_T (201 with two classes, 41 with three), the program's Lagrangian dual beyond.
+#: ensvote.optimal.LP_T (101 with two classes, 21 with three), the program's Lagrangian dual beyond.
 PER_ROW_GRID = {2: (51, 101, 201, 501, 1001), 3: (21, 41, 101, 201)}
 SIZE_FIELDS = ["dataset", "n_classes", "T", "guarantee", "forest_seconds", "budget_mode_seconds",
                "budget_mode_seconds_2_threads", "expected_members"]
@@ -73,23 +75,28 @@ def sizes(args):
             t0 = time.perf_counter()
             clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED), rule="exact").fit(X, y)
             t1 = time.perf_counter()
-            ev.clear_caches()
-            # as HaltingClassifier(rule="optimal", disagreement=budget, guarantee=...).fit builds it
-            rule = make_rule("optimal", n_members=T, strength=args.budget, n_classes=l, prior="oob",
-                                oob_votes=lambda: clf.oob_votes_, guarantee=guarantee)
-            t2 = time.perf_counter()
+
+            def build(**options):  # best of --repeat builds from a cold cache: (seconds, rule)
+                best = None
+                for _ in range(args.repeat):
+                    ev.clear_caches()
+                    t = time.perf_counter()
+                    # as HaltingClassifier(rule="optimal", disagreement=budget, guarantee=..., n_jobs=...).fit
+                    rule = make_rule("optimal", n_members=T, strength=args.budget, n_classes=l, prior="oob",
+                                     oob_votes=lambda: clf.oob_votes_, **options)
+                    best = min(best or np.inf, time.perf_counter() - t)
+                return best, rule
+
+            seconds, rule = build(guarantee=guarantee)
             threaded = ""
             if guarantee == "average":  # HaltingClassifier(..., n_jobs=2): the folds on two threads
-                ev.clear_caches()
-                t3 = time.perf_counter()
-                again = make_rule("optimal", n_members=T, strength=args.budget, n_classes=l, prior="oob",
-                                  oob_votes=lambda: clf.oob_votes_, n_jobs=2)
-                threaded = f"{time.perf_counter() - t3:.3f}"
+                seconds2, again = build(n_jobs=2)
+                threaded = f"{seconds2:.3f}"
                 assert again.expected_members == rule.expected_members
-            print(f"{guarantee} {name} (l={l}) T={T}: forest fit {t1 - t0:.2f} s, optimal rule {t2 - t1:.2f} s "
+            print(f"{guarantee} {name} (l={l}) T={T}: forest fit {t1 - t0:.2f} s, optimal rule {seconds:.2f} s "
                   f"({threaded or '-'} s on two threads), expected members {rule.expected_members:.2f}", flush=True)
             rows.append({"dataset": name, "n_classes": l, "T": T, "guarantee": guarantee,
-                         "forest_seconds": f"{t1 - t0:.3f}", "budget_mode_seconds": f"{t2 - t1:.3f}",
+                         "forest_seconds": f"{t1 - t0:.3f}", "budget_mode_seconds": f"{seconds:.3f}",
                          "budget_mode_seconds_2_threads": threaded,
                          "expected_members": f"{rule.expected_members:.4f}"})
     write_csv(args.sizes, SIZE_FIELDS, rows)

@@ -136,9 +136,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         *minimixed*; the out-of-bag prior then weighs the members only, so no
         cross-validation is needed); ``"minimax"`` the same per-row bound with
         the largest expected members of any full vote minimised.  A linear
-        program over every vote vector (scipy's HiGHS) at ``fit``, for at most
-        201 members with two classes and 41 with three
-        (:data:`ensvote.optimal.MAX_PER_ROW_T`).  ``rule_.worst_disagreement``
+        program over every vote vector (scipy's HiGHS) at ``fit`` up to 101
+        members with two classes and 21 with three (``ensvote.optimal.LP_T``),
+        its Lagrangian dual above, for at most 1,001 members with two classes
+        and 201 with three (:data:`ensvote.optimal.MAX_PER_ROW_T`).  ``rule_.worst_disagreement``
         is the largest per-row disagreement (at most δ).
     voting : {"hard", "soft"}, default="hard"
         ``"hard"``: the majority of the members' votes, stopped by ``rule``.

@@ -212,8 +212,8 @@ class OptimalRule(HaltingRule):
         that sense, of the rounded minimax and per-row optima: rounding costs
         the near ties most, and the randomised minimax optimum is
         ``optimum_members``).  Both solve a linear program
-        over every vote vector (:mod:`ensvote._perrow`) up to ``T`` = 201 with
-        two classes and 41 with three, and above, to :data:`MAX_PER_ROW_T`
+        over every vote vector (:mod:`ensvote._perrow`) up to ``T`` = 101 with
+        two classes and 21 with three (``LP_T``), and above, to :data:`MAX_PER_ROW_T`
         (1,001 and 201), its Lagrangian dual by backward induction (column
         generation; the table within about 1 % of the dual bound, a certified
         lower bound on the program's optimum); the table is deterministic and
@@ -239,8 +239,8 @@ class OptimalRule(HaltingRule):
         members and the disagreement of the table, evaluated exactly (see
         :attr:`worst_members`, :attr:`worst_disagreement`).  With a per-row
         guarantee ``optimum_members`` is the linear program's optimum of its
-        objective (randomised policies allowed); above ``T`` = 201 with two
-        classes and 41 with three, the dual bound, at most that optimum.
+        objective (randomised policies allowed); above ``T`` = 101 with two
+        classes and 21 with three (``LP_T``), the dual bound, at most that optimum.
 
     Examples
     --------
