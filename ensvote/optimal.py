@@ -60,8 +60,8 @@ from ._perrow import LP_T, MAX_PER_ROW_T, per_row_policy
 from ._perrow import model as _perrow_model
 from ._utils import check_random_state
 from ._validation import check_nonnegative_float, check_positive_int
-from .kernel import resolve_n_jobs
 from .confidence import PriorLike, check_prior
+from .kernel import resolve_n_jobs
 from .priors import VoteMixture, oob_prior
 from .rules import HaltingRule, decided, register
 
