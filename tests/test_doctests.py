@@ -21,6 +21,7 @@ DOCTEST_MODULES = [
     "ensvote.datasets",
     "ensvote.manyclass",
     "ensvote._cache",
+    "ensvote._urn",
     "ensvote.optimal",
     "ensvote.priors",
     "ensvote.experiments.report",
