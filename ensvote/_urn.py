@@ -17,11 +17,12 @@ knows about that model is computed here, in one of two ways:
   the same recursion for the prior-marginal probability ``q(t)`` of the vote
   vector and for its part ``r_c(t)`` whose urn has majority ``c``, so that
   ``P*(t, T) = r_{c(t)}(t) / q(t)`` (Eq. 3).  Used by the urn rule's tables
-  (:class:`ensvote.UrnRule`), the optimal rule's model
-  (:class:`ensvote.optimal.OptimalRule`) and the many-class pair tables
+  (:class:`ensvote.UrnRule`) and the many-class pair tables
   (:mod:`ensvote.manyclass`, on the reduced urn leader / rival / the rest);
-  for three classes beyond the dense table, :func:`stop_bits3` runs the same
-  recursion compiled, in probabilities rather than logs, and keeps only each
+  the optimal rule's model (:class:`ensvote.optimal.OptimalRule`) runs it
+  compiled, in logs, over the vote vectors only (:func:`log_cells`, the same
+  bits); for three classes beyond the dense table, :func:`stop_bits3` runs
+  it compiled in probabilities rather than logs, and keeps only each
   vote vector's stop decision (one bit).
 
 Level ``s`` is stored over the grid of the first ``l - 1`` counts, shape

@@ -283,9 +283,9 @@ def test_cross_validated_budget_is_the_same_on_threads():
     rng = np.random.default_rng(11)
     p = rng.dirichlet([0.4, 0.4, 0.4], 120)
     v = np.array([rng.multinomial(n, q) for n, q in zip(rng.binomial(31, 0.368, 120), p)])
+    from ensvote import clear_caches
     results = []
     for n_jobs in (None, 2, -1):
-        from ensvote import clear_caches
         clear_caches()
         rule = OptimalRule.from_oob_votes(v, 31, 0.02, n_jobs=n_jobs)
         results.append((rule.cross_validation, rule.expected_members, np.packbits(rule.table()).tobytes()))
