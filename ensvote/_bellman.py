@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 
 from ._cache import BoundedCache
-from ._urn import grid, log_cells
+from ._urn import _cell_states, _level_base, grid, log_cells
 from .rules import decided
 
 _MODELS = BoundedCache("optimal-policy urn models", 16)
@@ -134,32 +134,6 @@ def _pairwise_sum(a, lo, n, nz_lo, nz_hi):
             node_lo[top + 1], node_n[top + 1], split[top + 1] = node_lo[i] + n2, node_n[i] - n2, False
             top += 2
     return vals[0]
-
-
-@njit(cache=True, nogil=True)
-def _level_base(T, d):
-    """The first cell of each level ``s = 0 .. T``, and one past the last (length ``T + 2``)."""
-    base = np.zeros(T + 2, dtype=np.int64)
-    for s in range(T + 1):
-        base[s + 1] = base[s] + (s + 1 if d == 1 else (s + 1) * (s + 2) // 2)
-    return base
-
-
-@njit(cache=True, nogil=True)
-def _cell_states(T, d, base):
-    """The vote vector of every cell (int32, shape ``(n_cells, d + 1)``)."""
-    out = np.empty((base[T + 1], d + 1), dtype=np.int32)
-    f = 0
-    for s in range(T + 1):
-        for a in range(s + 1):
-            if d == 1:
-                out[f, 0], out[f, 1] = a, s - a
-                f += 1
-            else:
-                for b in range(s + 1 - a):
-                    out[f, 0], out[f, 1], out[f, 2] = a, b, s - a - b
-                    f += 1
-    return out
 
 
 def _states(T, l):

@@ -87,8 +87,8 @@ import numpy as np
 from numba import njit
 from scipy import sparse, special
 
-from ._bellman import _cell_states, _level_base
 from ._cache import BoundedCache
+from ._urn import _cell_states, _level_base
 from .confidence import compositions
 from .engine import code_stride
 

@@ -140,7 +140,7 @@ def _logaddexp(x, y):
 
 
 @njit(cache=True, nogil=True)
-def _log_cells(T, d, cell_T, logp, label, logs, logq, logr, terms):
+def _log_cells(T, d, base, cell_T, logp, label, logs, logq, logr, terms):
     """The recursion of :func:`log_levels` over the vote vectors only, in level order (see :func:`log_cells`)."""
     l = d + 1
     logq[:] = -np.inf
@@ -148,11 +148,8 @@ def _log_cells(T, d, cell_T, logp, label, logs, logq, logr, terms):
     for k in range(cell_T.size):  # level T: the prior
         logq[cell_T[k]] = logp[k]
         logr[cell_T[k], label[k]] = logp[k]
-    up = T * (T + 1) // 2 if d == 1 else T * (T + 1) * (T + 2) // 6  # level T's first vote vector
     for s in range(T - 1, -1, -1):
-        f = s * (s + 1) // 2 if d == 1 else s * (s + 1) * (s + 2) // 6
-        here = f
-        g = up
+        f, g = base[s], base[s + 1]  # level s's first vote vector, and level s + 1's
         for a in range(s + 1 if d == 2 else 1):
             n = s + 1 - a if d == 2 else s + 1
             for b in range(n):
@@ -183,8 +180,6 @@ def _log_cells(T, d, cell_T, logp, label, logs, logq, logr, terms):
                         logr[f, c - 1] = v
                 f += 1
             g += n + 1
-        up = here
-    return logq
 
 
 def log_cells(T, support, probs):
@@ -210,13 +205,12 @@ def log_cells(T, support, probs):
     l = support.shape[1]
     if l not in (2, 3):
         raise ValueError(f"log_cells is written for 2 or 3 classes, got {l}")
-    n = (T + 1) * (T + 2) // 2 if l == 2 else (T + 1) * (T + 2) * (T + 3) // 6
-    m = n - (T + 1 if l == 2 else (T + 1) * (T + 2) // 2)
+    base = _level_base(T, l - 1)
     with np.errstate(divide="ignore"):
         logp = np.log(probs)
         logs = np.log(np.arange(T + 2, dtype=float))
-    logq, logr, terms = np.empty(n), np.empty((n, l)), np.empty((m, l))
-    _log_cells(T, l - 1, level_index(support), logp, np.argmax(support, axis=1), logs, logq, logr, terms)
+    logq, logr, terms = np.empty(base[T + 1]), np.empty((base[T + 1], l)), np.empty((base[T], l))
+    _log_cells(T, l - 1, base, level_index(support), logp, np.argmax(support, axis=1), logs, logq, logr, terms)
     return logq, logr, terms
 
 
@@ -321,15 +315,33 @@ def level_vectors(T, l):
     >>> level_vectors(2, 2).tolist()
     [[0, 0], [0, 1], [1, 0], [0, 2], [1, 1], [2, 0]]
     """
-    out = []
+    return _cell_states(T, l - 1, _level_base(T, l - 1)).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _level_base(T, d):
+    """The first position (:func:`level_index`) of each level ``s = 0 .. T``, and one past the last (length ``T + 2``)."""
+    base = np.zeros(T + 2, dtype=np.int64)
     for s in range(T + 1):
-        if l == 2:
-            t0 = np.arange(s + 1)
-            out.append(np.column_stack([t0, s - t0]))
-        else:
-            t0, t1 = np.nonzero(np.add.outer(np.arange(s + 1), np.arange(s + 1)) <= s)
-            out.append(np.column_stack([t0, t1, s - t0 - t1]))
-    return np.concatenate(out).astype(np.int64)
+        base[s + 1] = base[s] + (s + 1 if d == 1 else (s + 1) * (s + 2) // 2)
+    return base
+
+
+@njit(cache=True, nogil=True)
+def _cell_states(T, d, base):
+    """The vote vector at every position of level order (int32, shape ``(base[T + 1], d + 1)``; :func:`level_vectors`)."""
+    out = np.empty((base[T + 1], d + 1), dtype=np.int32)
+    f = 0
+    for s in range(T + 1):
+        for a in range(s + 1):
+            if d == 1:
+                out[f, 0], out[f, 1] = a, s - a
+                f += 1
+            else:
+                for b in range(s + 1 - a):
+                    out[f, 0], out[f, 1], out[f, 2] = a, b, s - a - b
+                    f += 1
+    return out
 
 
 @njit(cache=True, nogil=True)

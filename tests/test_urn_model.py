@@ -2,6 +2,7 @@
 multivariate hypergeometric law by brute force (exact fractions), its two evaluations (level by level and
 vote vector by vote vector) against each other, and the four users of the model against the module."""
 
+import itertools
 from fractions import Fraction
 from math import comb
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 
 from ensvote import UrnRule, _bellman, finite_confidence
-from ensvote._urn import backward_levels, grid, log_levels, log_split, ratio_from_logs
+from ensvote._urn import (backward_levels, grid, level_index, level_vectors, log_cells, log_levels, log_split,
+                          ratio_from_logs)
 from ensvote.confidence import check_prior, compositions
 from ensvote.manyclass import PairPrior, pair_table
 
@@ -137,3 +139,16 @@ def test_pair_table_is_eq3_on_the_reduced_urn():
             expected += w[ahead].sum() / w.sum()
         got = tab.failure_sum(t[None])[0]
         assert expected <= got <= expected * (1 + 1e-6) + 1e-12
+
+
+@pytest.mark.parametrize("T, l", [(0, 2), (5, 2), (40, 2), (0, 3), (6, 3), (25, 3)])
+def test_level_vectors_are_every_vote_vector_in_level_order(T, l):
+    t = level_vectors(T, l)
+    assert t.dtype == np.int64 and np.array_equal(level_index(t), np.arange(len(t)))
+    counts = np.array(list(itertools.product(range(T + 1), repeat=l)))
+    assert len(t) == np.count_nonzero(counts.sum(1) <= T) and np.all(t >= 0) and np.all(t.sum(1) <= T)
+
+
+def test_log_cells_is_written_for_two_or_three_classes():
+    with pytest.raises(ValueError, match="2 or 3 classes"):
+        log_cells(3, np.array([[3, 0, 0, 0]]), np.array([1.0]))
