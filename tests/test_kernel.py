@@ -158,8 +158,39 @@ def test_blocks_with_and_without_missing_values_each_walk_as_the_trees_do(monkey
     ref = _reference(clf.member_votes(Xe), clf.rule_, 2)
     monkeypatch.setattr(kernel, "BLOCK", 32)
     _check(clf, Xe, ref, "mixed blocks")
-    seen = {kernel._has_nan(Xe.astype(np.float32), np.arange(a, a + 32), 32) for a in range(0, 96, 32)}
+    K = np.empty(Xe.size, dtype=np.int32)
+    assert kernel.row_keys(Xe, 0, len(Xe), K) == 1  # NaN, no infinity
+    seen = {kernel._has_nan(K, np.uint64(Xe.shape[1]), np.arange(a, a + 32), 32) for a in range(0, 96, 32)}
     assert seen == {True, False}
+
+
+def test_keys_order_as_the_float32_values_compare():
+    """The walk compares int32 keys: key(u) > key(v) exactly when u > v (float32), for zeros of both signs,
+    subnormals, infinities and random bit patterns; NaN's key is below every other; float64 is read as float32."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 1e-45, -1e-45, 1.2e-38, -1.2e-38, 3.4e38, -3.4e38],
+                       dtype=np.float32)
+    bits = np.random.default_rng(ev.SEED).integers(-2**31, 2**31, 3000).astype(np.int32)
+    v = np.concatenate([special, bits.view(np.float32)])
+    v = v[~np.isnan(v)]
+    K = np.empty(len(v), dtype=np.int32)
+    assert kernel.row_keys(v.reshape(-1, 1), 0, len(v), K) == 2  # an infinity, no NaN
+    assert np.array_equal(K[:, None] > K[None, :], v[:, None] > v[None, :])
+    assert np.array_equal(K[:, None] == K[None, :], v[:, None] == v[None, :])  # -0.0 == 0.0
+    nan = np.array([[np.nan, -np.nan, np.float32(np.nan)]], dtype=np.float32)
+    nan.view(np.int32)[0, 2] |= 1  # another payload
+    Kn = np.empty(3, dtype=np.int32)
+    assert kernel.row_keys(nan, 0, 1, Kn) == 1
+    assert (Kn == kernel._NAN_KEY).all() and (K > kernel._NAN_KEY).all()
+    x64 = np.array([[1e300, 0.1, -1e-60]])  # float64: keys of the float32 values, 1e300 infinite as float32
+    K64, K32 = np.empty(3, dtype=np.int32), np.empty(3, dtype=np.int32)
+    with np.errstate(over="ignore"):
+        x32 = x64.astype(np.float32)
+    assert kernel.row_keys(x64, 0, 1, K64) == 2 and kernel.row_keys(x32, 0, 1, K32) == 2
+    assert np.array_equal(K64, K32)
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)  # rows a..b-1 only, row after row
+    Kr = np.full(6, -7, dtype=np.int32)
+    kernel.row_keys(rows, 1, 3, Kr)
+    assert np.array_equal(Kr, rows[1:3].ravel().view(np.int32))  # non-negative floats: the key is the bits
 
 
 def test_forest_arrays_are_the_trees_level_by_level():
@@ -180,6 +211,7 @@ def test_forest_arrays_are_the_trees_level_by_level():
             assert own[fa.left[k]] == t.children_left[v] and own[fa.left[k] + 1] == t.children_right[v]
             assert tree[fa.left[k]] == tree[k] and fa.feature[k] == t.feature[v] and fa.node_code[k] == 0
             assert fa.nan_right[k] == (not t.missing_go_to_left[v])
+            assert fa.threshold[k] == kernel._round_down_float32(t.threshold[v])  # back from its key
 
 
 def test_many_classes_fall_back_to_the_reference_engine():
