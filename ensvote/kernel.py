@@ -22,7 +22,10 @@ independent, and the processor overlaps them instead of stalling on one
 mispredicted branch after another.  The walk compares integer keys in the
 order of the float32 values (:func:`row_keys`, made once per block of rows;
 the thresholds' keys once at fit) rather than the floats themselves: the
-same branches, a shorter wait for each comparison.  A block without NaN
+same branches, a shorter wait for each comparison.  A node is one 16-byte
+record (threshold key, feature, left child, NaN direction) addressed by
+four times its index, so a step reads its node through one base address
+and keeps more of the eight walks in registers.  A block without NaN
 takes a walk that does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
 cache); the rows of a small request (:func:`label_rows`, up to :data:`ROW_BY_ROW` rows), and
@@ -112,26 +115,28 @@ def row_keys(X, a, b, out):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step(K, p, node, left, feature, tkey):
-    """One level down from ``node`` for the row whose keys (:func:`row_keys`) start at ``K[p]``, which has no
-    NaN (a leaf stays put)."""
-    return left[node] + np.uint32(K[p + feature[node]] > tkey[node])
+def _step(K, p, o, rec):
+    """One level down from the node whose record starts at ``rec[o]`` (:class:`ForestArrays`) for the row whose
+    keys (:func:`row_keys`) start at ``K[p]``, which has no NaN: the child's record (a leaf stays put)."""
+    return np.uint64(rec[o + np.uint64(2)]) + (
+        np.uint64(K[p + np.uint64(rec[o + np.uint64(1)])] > rec[o]) << np.uint64(2))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _step_nan(K, p, node, left, feature, tkey, nan_right):
-    """:func:`_step` for a row that may have NaN: a missing value goes right where ``nan_right``."""
-    v = K[p + feature[node]]
-    return left[node] + (np.uint32(v > tkey[node]) | (np.uint32(v == _NAN_KEY) & nan_right[node]))
+def _step_nan(K, p, o, rec):
+    """:func:`_step` for a row that may have NaN: a missing value goes right where the node says so."""
+    v = K[p + np.uint64(rec[o + np.uint64(1)])]
+    right = np.uint64(v > rec[o]) | (np.uint64(v == _NAN_KEY) & np.uint64(rec[o + np.uint64(3)]))
+    return np.uint64(rec[o + np.uint64(2)]) + (right << np.uint64(2))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk(K, p, root, left, feature, tkey, nan_right):
-    """The leaf the row whose keys start at ``K[p]`` reaches from ``root`` (a leaf is its own left child)."""
-    node = np.uint32(root)
-    while left[node] != node:
-        node = _step_nan(K, p, node, left, feature, tkey, nan_right)
-    return node
+def _walk(K, p, root, rec):
+    """The leaf the row whose keys start at ``K[p]`` reaches from node ``root`` (a leaf is its own left child)."""
+    o = np.uint64(root) << np.uint64(2)
+    while np.uint64(rec[o + np.uint64(2)]) != o:
+        o = _step_nan(K, p, o, rec)
+    return o >> np.uint64(2)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -155,64 +160,66 @@ def _block_keys(X, a, b):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk8(K, nc, a, rows, i, root, depth, left, feature, tkey, leaf_of):
+def _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of):
     """The leaves of rows ``rows[i:i + 8]`` (no NaN; row ``r``'s keys from ``K[(r - a) nc]``), walked side by
     side ``depth`` levels down (see the module docstring)."""
     p0, p1, p2, p3 = np.uint64(rows[i] - a) * nc, np.uint64(rows[i + 1] - a) * nc, \
         np.uint64(rows[i + 2] - a) * nc, np.uint64(rows[i + 3] - a) * nc
     p4, p5, p6, p7 = np.uint64(rows[i + 4] - a) * nc, np.uint64(rows[i + 5] - a) * nc, \
         np.uint64(rows[i + 6] - a) * nc, np.uint64(rows[i + 7] - a) * nc
-    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint32(root)
+    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint64(root) << np.uint64(2)
     for _ in range(depth):
-        n0 = _step(K, p0, n0, left, feature, tkey)
-        n1 = _step(K, p1, n1, left, feature, tkey)
-        n2 = _step(K, p2, n2, left, feature, tkey)
-        n3 = _step(K, p3, n3, left, feature, tkey)
-        n4 = _step(K, p4, n4, left, feature, tkey)
-        n5 = _step(K, p5, n5, left, feature, tkey)
-        n6 = _step(K, p6, n6, left, feature, tkey)
-        n7 = _step(K, p7, n7, left, feature, tkey)
-    leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0, n1, n2, n3
-    leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4, n5, n6, n7
+        n0 = _step(K, p0, n0, rec)
+        n1 = _step(K, p1, n1, rec)
+        n2 = _step(K, p2, n2, rec)
+        n3 = _step(K, p3, n3, rec)
+        n4 = _step(K, p4, n4, rec)
+        n5 = _step(K, p5, n5, rec)
+        n6 = _step(K, p6, n6, rec)
+        n7 = _step(K, p7, n7, rec)
+    two = np.uint64(2)
+    leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0 >> two, n1 >> two, n2 >> two, n3 >> two
+    leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4 >> two, n5 >> two, n6 >> two, n7 >> two
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk8_nan(K, nc, a, rows, i, root, depth, left, feature, tkey, nan_right, leaf_of):
+def _walk8_nan(K, nc, a, rows, i, root, depth, rec, leaf_of):
     """:func:`_walk8` for rows that may have NaN."""
     p0, p1, p2, p3 = np.uint64(rows[i] - a) * nc, np.uint64(rows[i + 1] - a) * nc, \
         np.uint64(rows[i + 2] - a) * nc, np.uint64(rows[i + 3] - a) * nc
     p4, p5, p6, p7 = np.uint64(rows[i + 4] - a) * nc, np.uint64(rows[i + 5] - a) * nc, \
         np.uint64(rows[i + 6] - a) * nc, np.uint64(rows[i + 7] - a) * nc
-    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint32(root)
+    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint64(root) << np.uint64(2)
     for _ in range(depth):
-        n0 = _step_nan(K, p0, n0, left, feature, tkey, nan_right)
-        n1 = _step_nan(K, p1, n1, left, feature, tkey, nan_right)
-        n2 = _step_nan(K, p2, n2, left, feature, tkey, nan_right)
-        n3 = _step_nan(K, p3, n3, left, feature, tkey, nan_right)
-        n4 = _step_nan(K, p4, n4, left, feature, tkey, nan_right)
-        n5 = _step_nan(K, p5, n5, left, feature, tkey, nan_right)
-        n6 = _step_nan(K, p6, n6, left, feature, tkey, nan_right)
-        n7 = _step_nan(K, p7, n7, left, feature, tkey, nan_right)
-    leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0, n1, n2, n3
-    leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4, n5, n6, n7
+        n0 = _step_nan(K, p0, n0, rec)
+        n1 = _step_nan(K, p1, n1, rec)
+        n2 = _step_nan(K, p2, n2, rec)
+        n3 = _step_nan(K, p3, n3, rec)
+        n4 = _step_nan(K, p4, n4, rec)
+        n5 = _step_nan(K, p5, n5, rec)
+        n6 = _step_nan(K, p6, n6, rec)
+        n7 = _step_nan(K, p7, n7, rec)
+    two = np.uint64(2)
+    leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0 >> two, n1 >> two, n2 >> two, n3 >> two
+    leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4 >> two, n5 >> two, n6 >> two, n7 >> two
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk_rows(K, nc, a, rows, n, root, depth, left, feature, tkey, nan_right, nan, leaf_of):
+def _walk_rows(K, nc, a, rows, n, root, depth, rec, nan, leaf_of):
     """``leaf_of[i]`` = the leaf of the tree at ``root`` (``depth`` levels deep) that row ``rows[i]`` reaches,
     ``i < n``, its keys from ``K[(rows[i] - a) nc]``: eight rows side by side (:func:`_walk8`; ``nan``: the
     rows may have NaN), the rest one by one."""
     i = 0
     if nan:
         while i + 8 <= n:
-            _walk8_nan(K, nc, a, rows, i, root, depth, left, feature, tkey, nan_right, leaf_of)
+            _walk8_nan(K, nc, a, rows, i, root, depth, rec, leaf_of)
             i += 8
     else:
         while i + 8 <= n:
-            _walk8(K, nc, a, rows, i, root, depth, left, feature, tkey, leaf_of)
+            _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of)
             i += 8
     while i < n:
-        leaf_of[i] = _walk(K, np.uint64(rows[i] - a) * nc, root, left, feature, tkey, nan_right)
+        leaf_of[i] = _walk(K, np.uint64(rows[i] - a) * nc, root, rec)
         i += 1
 
 
@@ -254,27 +261,29 @@ def _stops_impl(table, code, lay):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _finish_row(K, p, j, code, left, feature, tkey, nan_right, node_code, roots, table, lay, check):
+def _finish_row(K, p, j, code, rec, node_code, roots, table, lay, check):
     """One row (its keys from ``K[p]``) that has walked ``j`` trees to count code ``code``, on to its stop:
     ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap) until
     all four have reached their leaves (a row's path is often far shorter than its tree's depth), then their
     votes in order, the stop checked after each tree as one tree at a time would."""
     T = roots.shape[0]
     while j + 4 <= T:
-        n0, n1 = np.uint32(roots[j]), np.uint32(roots[j + 1])
-        n2, n3 = np.uint32(roots[j + 2]), np.uint32(roots[j + 3])
-        while (left[n0] != n0) | (left[n1] != n1) | (left[n2] != n2) | (left[n3] != n3):
-            n0 = _step_nan(K, p, n0, left, feature, tkey, nan_right)
-            n1 = _step_nan(K, p, n1, left, feature, tkey, nan_right)
-            n2 = _step_nan(K, p, n2, left, feature, tkey, nan_right)
-            n3 = _step_nan(K, p, n3, left, feature, tkey, nan_right)
-        for leaf in (n0, n1, n2, n3):
+        two = np.uint64(2)
+        n0, n1 = np.uint64(roots[j]) << two, np.uint64(roots[j + 1]) << two
+        n2, n3 = np.uint64(roots[j + 2]) << two, np.uint64(roots[j + 3]) << two
+        while ((np.uint64(rec[n0 + two]) != n0) | (np.uint64(rec[n1 + two]) != n1)
+               | (np.uint64(rec[n2 + two]) != n2) | (np.uint64(rec[n3 + two]) != n3)):
+            n0 = _step_nan(K, p, n0, rec)
+            n1 = _step_nan(K, p, n1, rec)
+            n2 = _step_nan(K, p, n2, rec)
+            n3 = _step_nan(K, p, n3, rec)
+        for leaf in (n0 >> two, n1 >> two, n2 >> two, n3 >> two):
             code += node_code[leaf]
             j += 1
             if j < T and check[j] and _stops(table, code, lay):
                 return code, j
     while j < T:
-        code += node_code[_walk(K, p, roots[j], left, feature, tkey, nan_right)]
+        code += node_code[_walk(K, p, roots[j], rec)]
         j += 1
         if j < T and check[j] and _stops(table, code, lay):
             return code, j
@@ -282,7 +291,7 @@ def _finish_row(K, p, j, code, left, feature, tkey, nan_right, node_code, roots,
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _forest_block(X, a, b, left, feature, tkey, nan_right, depth, node_code, roots, table, lay, check,
+def _forest_block(X, a, b, rec, depth, node_code, roots, table, lay, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
     stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
@@ -298,12 +307,12 @@ def _forest_block(X, a, b, left, feature, tkey, nan_right, depth, node_code, roo
         if n_active < 8:  # too few to walk side by side: each row on alone, four trees at a time
             for i in range(n_active):
                 r = active[i]
-                code_end[r], n_queried[r] = _finish_row(K, np.uint64(r - a) * nc, j, code[i], left, feature, tkey,
-                                                        nan_right, node_code, roots, table, lay, check)
+                code_end[r], n_queried[r] = _finish_row(K, np.uint64(r - a) * nc, j, code[i], rec, node_code, roots,
+                                                        table, lay, check)
             n_active = 0
             break
         root = np.uint32(roots[j])
-        _walk_rows(K, nc, a, active, n_active, root, depth[j], left, feature, tkey, nan_right, nan, leaf_of)
+        _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
         if j + 1 < T and check[j + 1]:
             keep = 0
             for i in range(n_active):
@@ -325,21 +334,21 @@ def _forest_block(X, a, b, left, feature, tkey, nan_right, depth, node_code, roo
 
 
 @njit(cache=True, nogil=True)
-def _forest_serial(X, block, left, feature, tkey, nan_right, depth, node_code, roots, table, lay, check,
+def _forest_serial(X, block, rec, depth, node_code, roots, table, lay, check,
                    code_end, n_queried):
     n = X.shape[0]
     for a in range(0, n, block):
-        _forest_block(X, a, min(a + block, n), left, feature, tkey, nan_right, depth, node_code, roots,
+        _forest_block(X, a, min(a + block, n), rec, depth, node_code, roots,
                       table, lay, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forest_parallel(X, block, left, feature, tkey, nan_right, depth, node_code, roots, table, lay, check,
+def _forest_parallel(X, block, rec, depth, node_code, roots, table, lay, check,
                      code_end, n_queried):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
-        _forest_block(X, a, min(a + block, n), left, feature, tkey, nan_right, depth, node_code, roots,
+        _forest_block(X, a, min(a + block, n), rec, depth, node_code, roots,
                       table, lay, check, code_end, n_queried)
 
 
@@ -377,7 +386,7 @@ def _soft_final(S, i, l, T):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _soft_block(X, a, b, left, feature, tkey, nan_right, depth, leaf_proba, roots, eps, need, label,
+def _soft_block(X, a, b, rec, depth, leaf_proba, roots, eps, need, label,
                 n_queried, total):
     """Soft voting over rows ``a..b-1``: each row's probability sums member by member, in member order
     (the order of scikit-learn's sum), until its leader leads every other class by more than ``need[j]``
@@ -395,7 +404,7 @@ def _soft_block(X, a, b, left, feature, tkey, nan_right, depth, leaf_proba, root
         if n_active == 0:
             break
         root = np.uint32(roots[j])
-        _walk_rows(K, nc, a, active, n_active, root, depth[j], left, feature, tkey, nan_right, nan, leaf_of)
+        _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
         R = T - (j + 1)
         keep = 0
         for i in range(n_active):
@@ -417,21 +426,21 @@ def _soft_block(X, a, b, left, feature, tkey, nan_right, depth, leaf_proba, root
 
 
 @njit(cache=True, nogil=True)
-def _soft_serial(X, block, left, feature, tkey, nan_right, depth, leaf_proba, roots, eps, need, label,
+def _soft_serial(X, block, rec, depth, leaf_proba, roots, eps, need, label,
                  n_queried, total):
     n = X.shape[0]
     for a in range(0, n, block):
-        _soft_block(X, a, min(a + block, n), left, feature, tkey, nan_right, depth, leaf_proba, roots,
+        _soft_block(X, a, min(a + block, n), rec, depth, leaf_proba, roots,
                     eps, need, label, n_queried, total)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _soft_parallel(X, block, left, feature, tkey, nan_right, depth, leaf_proba, roots, eps, need, label,
+def _soft_parallel(X, block, rec, depth, leaf_proba, roots, eps, need, label,
                    n_queried, total):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
-        _soft_block(X, a, min(a + block, n), left, feature, tkey, nan_right, depth, leaf_proba, roots,
+        _soft_block(X, a, min(a + block, n), rec, depth, leaf_proba, roots,
                     eps, need, label, n_queried, total)
 
 
@@ -543,7 +552,7 @@ def _memo_register_paths(keys, vals, block, active, n_act, status, path_off, pat
 
 
 @njit(cache=True, nogil=True)
-def _lazy_block(K, nc, k, block, left, feature, tkey, nan_right, depth, node_word, node_inc, roots, keys, vals,
+def _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys, vals,
                 H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                 active, n_act, code_end, n_queried, waiting):
     """One round of block ``k``: resume the rows that waited for decisions, then walk tree by tree.
@@ -639,7 +648,7 @@ def _lazy_block(K, nc, k, block, left, feature, tkey, nan_right, depth, node_wor
             j = pos[queue[nxt]]
             continue
         root = np.uint32(roots[j])
-        _walk_rows(K, nc, 0, todo, nt, root, depth[j], left, feature, tkey, nan_right, nan, leaf_of)
+        _walk_rows(K, nc, 0, todo, nt, root, depth[j], rec, nan, leaf_of)
         walked = j + 1
         keep = 0
         for i in range(nt):
@@ -705,21 +714,21 @@ def _lazy_block(K, nc, k, block, left, feature, tkey, nan_right, depth, node_wor
 
 
 @njit(cache=True, nogil=True)
-def _lazy_serial(K, nc, block, left, feature, tkey, nan_right, depth, node_word, node_inc, roots, keys, vals,
+def _lazy_serial(K, nc, block, rec, depth, node_word, node_inc, roots, keys, vals,
                  H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                  active, n_act, code_end, n_queried, waiting):
     for k in range(n_act.shape[0]):
-        _lazy_block(K, nc, k, block, left, feature, tkey, nan_right, depth, node_word, node_inc, roots, keys,
+        _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys,
                     vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _lazy_parallel(K, nc, block, left, feature, tkey, nan_right, depth, node_word, node_inc, roots, keys, vals,
+def _lazy_parallel(K, nc, block, rec, depth, node_word, node_inc, roots, keys, vals,
                    H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                    active, n_act, code_end, n_queried, waiting):
     for k in prange(n_act.shape[0]):
-        _lazy_block(K, nc, k, block, left, feature, tkey, nan_right, depth, node_word, node_inc, roots, keys,
+        _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys,
                     vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
@@ -783,9 +792,14 @@ class ForestArrays:
     float32: for every float32 value ``v``, ``v <= threshold`` exactly when
     scikit-learn's ``float64(v) <= threshold`` holds, so the walk is
     scikit-learn's; the loops compare its key (``threshold_key``, see
-    :func:`row_keys`) with the row's keys.  ``nan_right`` is 1 where a missing value goes right
-    (``missing_go_to_left`` False).  ``node_code[k]`` is the code increment of
-    the class the leaf votes for (0 at inner nodes).
+    :func:`row_keys`) with the row's keys.  ``nan_right`` is 1 where a
+    missing value goes right (``missing_go_to_left`` False).  The loops read
+    a node as one 16-byte record of ``records`` (int32: the threshold's key,
+    the feature, 4 x the left child, ``nan_right``), addressed by 4 x its
+    index, so that a step reads one record through one base address (the
+    arrays ``threshold_key``, ``feature``, ``left`` and ``nan_right`` are
+    views of it, ``left`` is read from it).  ``node_code[k]`` is the code increment of the class the
+    leaf votes for (0 at inner nodes).
 
     Parameters
     ----------
@@ -800,13 +814,14 @@ class ForestArrays:
     def __init__(self, trees, features, leaf_code):
         sizes = np.array([t.node_count for t in trees], dtype=np.int64)
         n = int(sizes.sum())
-        if n >= 2**31:
-            raise ValueError(f"the forest has {n:,} nodes; the compiled loop indexes them with 32 bits")
+        if n >= 2**29:
+            raise ValueError(f"the forest has {n:,} nodes; the compiled loop addresses their records with 32 "
+                             f"bits (at most {2**29 - 1:,} nodes)")
         # the arrays are views of one buffer (``packed``), so that one row's call hands the loop one array
-        # instead of seven (each array a compiled function takes costs about 0.15 µs to pass)
-        self.packed, (self.left, self.feature, self.threshold_key, self.nan_right, self.depth, self.node_code,
-                      self.roots) = pack([(n, np.uint32), (n, np.uint32), (n, np.int32), (n, np.uint32),
-                                          (len(trees), np.int64), (n, np.int32), (len(trees), np.int64)])
+        # instead of four (each array a compiled function takes costs about 0.15 µs to pass)
+        self.packed, (self.records, self.depth, self.node_code, self.roots) = pack(
+            [(4 * n, np.int32), (len(trees), np.int64), (n, np.int32), (len(trees), np.int64)])
+        rec = self.records.reshape(n, 4)
         first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each tree's root in the trees' own order
         cl = np.concatenate([np.where(t.children_left == -1, -1, t.children_left + a) for t, a in zip(trees, first)])
         cr = np.concatenate([np.where(t.children_right == -1, -1, t.children_right + a)
@@ -829,22 +844,41 @@ class ForestArrays:
         new[order] = np.arange(n)
         self.roots[:] = new[first]  # (the buffer starts zeroed)
         leaf = cl[order] < 0
-        self.left[:] = np.where(leaf, np.arange(n), new[np.maximum(cl[order], 0)])
+        rec[:, 2] = 4 * np.where(leaf, np.arange(n), new[np.maximum(cl[order], 0)])  # the left child's record
         self.depth[:] = np.maximum.reduceat(node_depth[order], self.roots)
         feature = np.concatenate([t.feature for t in trees])[order]
-        self.feature[:] = 0
         for j, feats in enumerate(features):  # a bagging member's columns of the full X
             a, b = self.roots[j], self.roots[j] + sizes[j]
             f = np.where(leaf[a:b], 0, feature[a:b])
-            self.feature[a:b] = f if feats is None else np.asarray(feats)[f]
+            rec[a:b, 1] = f if feats is None else np.asarray(feats)[f]
         #: columns a row must have: every node's feature (a leaf's too, read and ignored) is one of them
         self.width = int(self.feature.max()) + 1
         threshold = np.concatenate([t.threshold for t in trees])[order]
         threshold = np.where(leaf, np.float32(np.inf), _round_down_float32(threshold)).astype(np.float32)
-        row_keys(threshold.reshape(-1, 1), 0, n, self.threshold_key)
+        key = np.empty(n, dtype=np.int32)
+        row_keys(threshold.reshape(-1, 1), 0, n, key)
+        rec[:, 0] = key
         go_left = np.concatenate([np.asarray(t.missing_go_to_left, dtype=bool) for t in trees])[order]
-        self.nan_right[:] = ~leaf & ~go_left
+        rec[:, 3] = ~leaf & ~go_left
         self.node_code[:] = np.where(leaf, self.nodes(leaf_code), 0)
+
+    @property
+    def threshold_key(self):
+        """Each node's threshold as a key (:func:`row_keys`)."""
+        return self.records[0::4]
+
+    @property
+    def feature(self):
+        return self.records[1::4]
+
+    @property
+    def left(self):
+        """Each node's left child (its right child is the next node; a leaf is its own left child)."""
+        return self.records[2::4] >> 2
+
+    @property
+    def nan_right(self):
+        return self.records[3::4]
 
     @property
     def threshold(self):
@@ -858,15 +892,14 @@ class ForestArrays:
 
     @property
     def n_nodes(self):
-        return len(self.feature)
+        return len(self.node_code)
 
     @property
     def nbytes(self):
         return sum(a.nbytes for a in self.args())
 
     def args(self):
-        return (self.left, self.feature, self.threshold_key, self.nan_right, self.depth, self.node_code,
-                self.roots)
+        return self.records, self.depth, self.node_code, self.roots
 
 
 #: Bytes of a packed buffer's header: the start and end (in bytes) of up to 8 arrays, as int64.
@@ -939,9 +972,8 @@ def _unpacked(buf, k, dtype):
 @njit(cache=True, nogil=True, inline="always")
 def _unpacked_forest(forest):
     """The arrays of :attr:`ForestArrays.packed`, in the order of :meth:`ForestArrays.args`."""
-    return (_unpacked(forest, 0, np.uint32), _unpacked(forest, 1, np.uint32), _unpacked(forest, 2, np.int32),
-            _unpacked(forest, 3, np.uint32), _unpacked(forest, 4, np.int64), _unpacked(forest, 5, np.int32),
-            _unpacked(forest, 6, np.int64))
+    return (_unpacked(forest, 0, np.int32), _unpacked(forest, 1, np.int64), _unpacked(forest, 2, np.int32),
+            _unpacked(forest, 3, np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -960,11 +992,11 @@ def label_rows(X, forest, plan, out):
     K = np.empty(X.size, dtype=np.int32)  # the rows' keys (float64 rows read as float32, as the trees compare)
     if row_keys(X, 0, X.shape[0], K) & 2:
         return False
-    left, feature, tkey, nan_right, _, node_code, roots = _unpacked_forest(forest)
+    rec, _, node_code, roots = _unpacked_forest(forest)
     table, check, labels = _unpacked(plan, 0, np.bool_), _unpacked(plan, 1, np.bool_), _unpacked(plan, 2, np.int64)
     width = np.uint64(X.shape[1])
     for r in range(X.shape[0]):
-        code, _ = _finish_row(K, np.uint64(r) * width, 0, 0, left, feature, tkey, nan_right, node_code,
+        code, _ = _finish_row(K, np.uint64(r) * width, 0, 0, rec, node_code,
                               roots, table, None, check)
         out[r] = labels[code]
     return True
@@ -998,14 +1030,14 @@ def label_rows_bits(X, forest, plan, out):
     K = np.empty(X.size, dtype=np.int32)  # the rows' keys (float64 rows read as float32, as the trees compare)
     if row_keys(X, 0, X.shape[0], K) & 2:
         return False
-    left, feature, tkey, nan_right, _, _, roots = _unpacked_forest(forest)
+    rec, _, _, roots = _unpacked_forest(forest)
     table, lay = _unpacked(plan, 0, np.uint8), _unpacked(plan, 1, np.int64)
     check, node_code = _unpacked(plan, 2, np.bool_), _unpacked(plan, 3, np.int32)
     l, b = lay[0], lay[1]
     mask = (np.int64(1) << b) - 1
     width = np.uint64(X.shape[1])
     for r in range(X.shape[0]):
-        code, _ = _finish_row(K, np.uint64(r) * width, 0, 0, left, feature, tkey, nan_right, node_code,
+        code, _ = _finish_row(K, np.uint64(r) * width, 0, 0, rec, node_code,
                               roots, table, lay, check)
         best, label = np.int64(-1), 0
         for c in range(l):
@@ -1048,7 +1080,7 @@ def run_forest(X32, forest, table, layout, stops_at, n_jobs=None, node_code=None
     n_queried = np.zeros(n, dtype=np.int64)
     args = forest.args()
     if node_code is not None:
-        args = args[:5] + (node_code,) + args[6:]
+        args = args[:2] + (node_code,) + args[3:]
     if n:
         _run(_forest_serial, _forest_parallel, n, n_jobs,
              (X32, _block(n, n_jobs)) + args + (table, layout, stops_at, code_end, n_queried))
@@ -1111,7 +1143,7 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None, need=None):
     if n:
         f = forest
         _run(_soft_serial, _soft_parallel, n, n_jobs,
-             (X32, _block(n, n_jobs), f.left, f.feature, f.threshold_key, f.nan_right, f.depth, leaf_proba, f.roots,
+             (X32, _block(n, n_jobs), f.records, f.depth, leaf_proba, f.roots,
               soft_margin(len(f.roots)), need, label, n_queried, total))
     return label, n_queried, total
 
@@ -1181,7 +1213,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
                          f"got {first!r}")
     code_end = np.zeros((n, w), dtype=np.int64)
     n_queried = np.zeros(n, dtype=np.int64)
-    left, feature, tkey, nan_right, depth, _, roots = forest.args()
+    rec, depth, _, roots = forest.args()
     step = max(1, min(LAZY_ROWS, memo.max_entries // 2, PATH_ENTRIES // w))
     for c0 in range(0, n, step):
         m = min(step, n - c0)
@@ -1206,7 +1238,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
             path, path_slot = np.empty((n_live * H, w), dtype=np.int64), np.empty(n_live * H, dtype=np.int64)
             base = H * (np.cumsum(n_act) - n_act)
             _run(_lazy_serial, _lazy_parallel, n_live, n_jobs,  # threads for the rows still voting
-                 (K, np.uint64(X32.shape[1]), block, left, feature, tkey, nan_right, depth, node_word, node_inc,
+                 (K, np.uint64(X32.shape[1]), block, rec, depth, node_word, node_inc,
                   roots, memo.keys,
                   memo.vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                   path_slot, base, active, n_act, code_end[c0:c0 + m], n_queried[c0:c0 + m], waiting))
@@ -1237,8 +1269,8 @@ def compile_kernels():
     i64 = np.zeros(1, dtype=np.int64)
     i32 = np.zeros(1, dtype=np.int32)
     inf_key = np.full(1, np.float32(np.inf)).view(np.int32)  # +inf's key is its bits
-    forest = (np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.uint32), inf_key,
-              np.zeros(1, dtype=np.uint32), i64.copy(), i32.copy(), i64.copy())  # one tree, its root a leaf
+    leaf = np.concatenate([inf_key, np.zeros(3, dtype=np.int32)])  # its own left child (record 0)
+    forest = (leaf, i64.copy(), i32.copy(), i64.copy())  # one tree, its root a leaf
     flat = (np.zeros(4, dtype=np.bool_), None, np.zeros(2, dtype=np.bool_))
     bits = (np.zeros(1, dtype=np.uint8), np.array([2, 1, 4], dtype=np.int64), flat[2])
     for a in (flat[0], flat[2], bits[0], bits[1]):  # the stop tables are read-only (a numba type of their own)
@@ -1247,9 +1279,8 @@ def compile_kernels():
         args = (X,) + forest + tab + (np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64))
         _forest_serial(args[0], BLOCK, *args[1:])
         _forest_parallel(args[0], BLOCK, *args[1:])
-    one_forest, views = pack([(1, np.uint32), (1, np.uint32), (1, np.int32), (1, np.uint32), (1, np.int64),
-                              (1, np.int32), (1, np.int64)])
-    views[2][:] = inf_key  # one tree, its root a leaf
+    one_forest, views = pack([(4, np.int32), (1, np.int64), (1, np.int32), (1, np.int64)])
+    views[0][:] = leaf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the row-by-row loops (they compile _finish_row into themselves)
         Xd, out = np.zeros((1, 1), dtype=dtype), np.zeros(1, dtype=np.int64)
         label_rows(Xd, one_forest, pack_plan(flat[0], flat[2], np.zeros(4, dtype=np.int64)), out)
@@ -1261,7 +1292,7 @@ def compile_kernels():
     memo_rehash(keys, vals, keys.copy(), vals.copy())
     for lazy in (_lazy_serial, _lazy_parallel):
         state = (np.zeros(1, dtype=np.int8), i64.copy(), codes.copy(), i64.copy(), i64.copy(), i64.copy())
-        lazy(np.zeros(1, dtype=np.int32), np.uint64(1), BLOCK, *forest[:5], i32.copy(), i64.copy(), forest[6],
+        lazy(np.zeros(1, dtype=np.int32), np.uint64(1), BLOCK, *forest[:2], i32.copy(), i64.copy(), forest[3],
              keys, vals, 1, 1, *state,
              np.empty((0, 1), dtype=np.int64), np.empty(0, dtype=np.int64), codes.copy(), i64.copy(), i64.copy(),
              i64.copy(), i1.copy(), codes.copy(), i64.copy(), np.zeros((1, 2), dtype=np.int64))

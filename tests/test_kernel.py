@@ -214,6 +214,15 @@ def test_forest_arrays_are_the_trees_level_by_level():
             assert fa.threshold[k] == kernel._round_down_float32(t.threshold[v])  # back from its key
 
 
+def test_a_forest_too_large_for_32_bit_records_is_refused_up_front():
+    """Nodes are addressed by 4 x their index in 32 bits: a forest of 2**29 nodes is refused before any array."""
+    from types import SimpleNamespace
+
+    big = [SimpleNamespace(node_count=2**28)] * 2
+    with pytest.raises(ValueError, match="536,870,912 nodes.*at most 536,870,911"):
+        kernel.ForestArrays(big, [None, None], [None, None])
+
+
 def test_many_classes_fall_back_to_the_reference_engine():
     # l = 5 at T = 101: the union-bound urn rule has no flat stop table; the reference engine runs it
     rng = np.random.default_rng(ev.SEED)
