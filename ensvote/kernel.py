@@ -208,7 +208,14 @@ def _walk8_nan(K, nc, a, rows, i, root, depth, rec, leaf_of):
 def _walk_rows(K, nc, a, rows, n, root, depth, rec, nan, leaf_of):
     """``leaf_of[i]`` = the leaf of the tree at ``root`` (``depth`` levels deep) that row ``rows[i]`` reaches,
     ``i < n``, its keys from ``K[(rows[i] - a) nc]``: eight rows side by side (:func:`_walk8`; ``nan``: the
-    rows may have NaN), the rest one by one."""
+    rows may have NaN).  ``rows`` and ``leaf_of`` have room for 7 more: a last group of 2 to 7 rows is
+    filled up with copies of the last row and walked side by side too (one walk alone waits on every load),
+    a last row alone walks alone."""
+    r = n % 8
+    if r >= 2:
+        for k in range(n, n + 8 - r):
+            rows[k] = rows[n - 1]
+        n += 8 - r
     i = 0
     if nan:
         while i + 8 <= n:
@@ -297,8 +304,8 @@ def _forest_block(X, a, b, rec, depth, node_code, roots, table, lay, check,
     stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
     T = roots.shape[0]
     m = b - a
-    active = np.arange(a, b)  # rows still voting, in order
-    leaf_of = np.empty(m, dtype=np.uint32)
+    active = np.arange(a, b + 7)  # rows still voting, in order (and room for _walk_rows)
+    leaf_of = np.empty(m + 7, dtype=np.uint32)
     code = np.zeros(m, dtype=np.int32)  # code[i]: the count code of row active[i]
     K, nan = _block_keys(X, a, b)
     nc = np.uint64(X.shape[1])
@@ -394,8 +401,8 @@ def _soft_block(X, a, b, rec, depth, leaf_proba, roots, eps, need, label,
     T = roots.shape[0]
     l = leaf_proba.shape[1]
     m = b - a
-    active = np.arange(a, b)
-    leaf_of = np.empty(m, dtype=np.uint32)
+    active = np.arange(a, b + 7)  # (room for _walk_rows)
+    leaf_of = np.empty(m + 7, dtype=np.uint32)
     S = np.zeros((m, l))
     K, nan = _block_keys(X, a, b)
     nc = np.uint64(X.shape[1])
@@ -630,8 +637,8 @@ def _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys, v
     queue = queue[:nq]
     if not ordered:
         queue = queue[np.argsort(pos[queue], kind="mergesort")]
-    todo = np.empty(max(nq, 1), dtype=np.int64)
-    leaf_of = np.empty(max(nq, 1), dtype=np.uint32)
+    todo = np.empty(nq + 7, dtype=np.int64)  # (room for _walk_rows)
+    leaf_of = np.empty(nq + 7, dtype=np.uint32)
     nt = 0
     nxt = 0
     j = T
