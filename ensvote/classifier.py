@@ -695,14 +695,20 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         if ens is None:
             check_is_fitted(self, "estimator_")
         shape = getattr(X, "shape", None)
-        if (type(X) is np.ndarray and len(shape) == 2 and 0 < shape[0] <= kernel.ROW_BY_ROW
+        if (type(X) is np.ndarray and len(shape) == 2 and shape[0] > 0
                 and shape[1] == d["n_features_in_"] and (X.dtype is _F64 or X.dtype is _F32)
                 and X.flags.c_contiguous and self.voting == "hard" and "feature_names_in_" not in d):
-            # one request or a small batch: the rows go straight to the compiled row-by-row loop, which checks
-            # them for infinities (anything it refuses gets the full validation below, and its errors)
-            out = np.empty(shape[0], dtype=np.int64)
-            if ens._label_rows(X, d["rule_"], out):  # X checked above, out made here
-                return out if d["_labels_are_indices"] else self.classes_.take(out)
+            # the rows go straight to a compiled loop, which reads float64 as float32 and checks for infinities
+            # as it goes (anything it refuses gets the full validation below, and its errors): one request or
+            # a small batch row by row, a larger one in blocks (no float32 copy of X, no separate scan)
+            if shape[0] <= kernel.ROW_BY_ROW:
+                out = np.empty(shape[0], dtype=np.int64)
+                if ens._label_rows(X, d["rule_"], out):  # X checked above, out made here
+                    return out if d["_labels_are_indices"] else self.classes_.take(out)
+            else:
+                out = ens.labels_unchecked(X, d["rule_"], self.n_jobs)
+                if out is not None:
+                    return self.classes_.take(out)
         if self.voting == "soft":
             return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)
         return self.classes_.take(ens.labels(self._X(X), self.rule_, self.n_jobs))

@@ -1424,7 +1424,45 @@ class TreeEnsemble:
         plan = self.plan(rule)
         if plan is None:
             return self._halt_memo(X, rule, n_jobs).labels
-        code_end, _ = self._codes(X, plan[0], n_jobs)
+        return self._plan_labels(plan, self._codes(X, plan[0], n_jobs)[0])
+
+    def labels_unchecked(self, X, rule, n_jobs=None):
+        """:meth:`labels` of a dense ``X`` that has not been converted to float32 nor checked for infinity.
+
+        The compiled loop reads float64 values as float32 one by one (no
+        copy of ``X``) and notices a value infinite as float32 as it goes:
+        then, and when ``rule`` has no stop table, the answer is None, and
+        the caller validates ``X`` and calls :meth:`labels` (the classifier's
+        ``predict`` on a large batch: the validation's copy and scan of ``X``
+        are most of the fixed cost of a fast rule).  ``X`` must be 2-D,
+        C-contiguous, float32 or float64, of the forest's width (not
+        checked here).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.ensemble import RandomForestClassifier
+        >>> from ensvote import UrnRule
+        >>> from ensvote.engine import TreeEnsemble
+        >>> X = np.random.default_rng(0).normal(size=(200, 4))
+        >>> y = (X[:, 0] > 0).astype(int)
+        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
+        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
+        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
+        >>> ens.labels_unchecked(X[:5], UrnRule(T=31))
+        array([1, 0, 0, 0, 0])
+        >>> print(ens.labels_unchecked(np.full((1, 4), 1e39), UrnRule(T=31)))  # infinite as float32
+        None
+        """
+        plan = self.plan(rule)
+        if plan is None:
+            return None
+        res = self._dense_codes(X, plan[0], n_jobs)
+        return None if res is None else self._plan_labels(plan, res[0])
+
+    @staticmethod
+    def _plan_labels(plan, code_end):
+        """The class index of each count code: the plan's label table, or the counts' majority (stop bits)."""
         if plan[1] is None:  # stop bits: no label per code, the counts' majority
             return np.argmax(plan[0].counts(code_end), axis=1)
         return plan[1].take(code_end)
@@ -1599,6 +1637,11 @@ class TreeEnsemble:
         """The code each row ended at and the members it queried: compiled loop (dense) or numpy loop (sparse)."""
         if sparse.issparse(X):
             return self._codes_numpy(X, _TableCodes(tab))
+        return self._dense_codes(X, tab, n_jobs)
+
+    def _dense_codes(self, X, tab, n_jobs):
+        """:meth:`_codes` of a dense ``X`` (float32 or float64) in the compiled loop; None if a value of ``X`` is
+        infinite as float32."""
         from . import kernel
 
         node_code = None if tab.flat else self._bits_node_code(tab)  # stop bits: codes in radix 2 ** b

@@ -154,9 +154,9 @@ def _has_nan(K, nc, rows, n):
 
 @njit(cache=True, nogil=True, inline="always")
 def _block_keys(X, a, b):
-    """The keys of rows ``a..b-1`` (:func:`row_keys`), flat, and whether one of them is NaN."""
+    """The keys of rows ``a..b-1`` (:func:`row_keys`), flat, and :func:`row_keys`'s flags (1: NaN, 2: infinity)."""
     K = np.empty((b - a) * X.shape[1], dtype=np.int32)
-    return K, (row_keys(X, a, b, K) & 1) != 0
+    return K, row_keys(X, a, b, K)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -307,7 +307,10 @@ def _forest_block(X, a, b, rec, depth, node_code, roots, table, lay, check,
     active = np.arange(a, b + 7)  # rows still voting, in order (and room for _walk_rows)
     leaf_of = np.empty(m + 7, dtype=np.uint32)
     code = np.zeros(m, dtype=np.int32)  # code[i]: the count code of row active[i]
-    K, nan = _block_keys(X, a, b)
+    K, flags = _block_keys(X, a, b)
+    if flags & 2:  # a value infinite as float32: the caller validates X (and refuses it)
+        return True
+    nan = (flags & 1) != 0
     nc = np.uint64(X.shape[1])
     n_active = m
     for j in range(T):
@@ -338,25 +341,26 @@ def _forest_block(X, a, b, rec, depth, node_code, roots, table, lay, check,
     for i in range(n_active):
         code_end[active[i]] = code[i]
         n_queried[active[i]] = T
+    return False
 
 
 @njit(cache=True, nogil=True)
 def _forest_serial(X, block, rec, depth, node_code, roots, table, lay, check,
-                   code_end, n_queried):
+                   code_end, n_queried, infinite):
     n = X.shape[0]
     for a in range(0, n, block):
-        _forest_block(X, a, min(a + block, n), rec, depth, node_code, roots,
-                      table, lay, check, code_end, n_queried)
+        infinite[a // block] = _forest_block(X, a, min(a + block, n), rec, depth, node_code, roots,
+                                             table, lay, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _forest_parallel(X, block, rec, depth, node_code, roots, table, lay, check,
-                     code_end, n_queried):
+                     code_end, n_queried, infinite):
     n = X.shape[0]
     for k in prange((n + block - 1) // block):
         a = k * block
-        _forest_block(X, a, min(a + block, n), rec, depth, node_code, roots,
-                      table, lay, check, code_end, n_queried)
+        infinite[k] = _forest_block(X, a, min(a + block, n), rec, depth, node_code, roots,
+                                    table, lay, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -404,7 +408,8 @@ def _soft_block(X, a, b, rec, depth, leaf_proba, roots, eps, need, label,
     active = np.arange(a, b + 7)  # (room for _walk_rows)
     leaf_of = np.empty(m + 7, dtype=np.uint32)
     S = np.zeros((m, l))
-    K, nan = _block_keys(X, a, b)
+    K, flags = _block_keys(X, a, b)
+    nan = (flags & 1) != 0
     nc = np.uint64(X.shape[1])
     n_active = m
     for j in range(T):
@@ -1061,12 +1066,14 @@ def _round_down_float32(threshold):
     return np.where(t32.astype(np.float64) > threshold, np.nextafter(t32, np.float32(-np.inf)), t32)
 
 
-def run_forest(X32, forest, table, layout, stops_at, n_jobs=None, node_code=None):
+def run_forest(X, forest, table, layout, stops_at, n_jobs=None, node_code=None):
     """The table-driven stop loop over a forest, tree by tree and row by row.
 
     Parameters
     ----------
-    X32 : ndarray of float32, shape (n_rows, n_features), C-contiguous
+    X : ndarray of float32 or float64, shape (n_rows, n_features), C-contiguous
+        Read as float32 value by value, as the trees compare it (no copy).  A value infinite as float32
+        (the trees' validation refuses it) makes the result None.
     forest : ForestArrays
     table, layout, stops_at : :meth:`ensvote.engine.StopTable.kernel_args`: the flat table, None and
         ``stops_at``, or the stop bits, their layout (int64) and ``stops_at``
@@ -1081,16 +1088,22 @@ def run_forest(X32, forest, table, layout, stops_at, n_jobs=None, node_code=None
         Each row's mixed-radix count code when it stopped.
     n_queried : ndarray of int64, shape (n_rows,)
         Members queried per row.
+
+    None instead when ``X`` holds a value infinite as float32.
     """
-    n = X32.shape[0]
+    n = X.shape[0]
     code_end = np.zeros(n, dtype=np.int32)
     n_queried = np.zeros(n, dtype=np.int64)
     args = forest.args()
     if node_code is not None:
         args = args[:2] + (node_code,) + args[3:]
     if n:
+        block = _block(n, n_jobs)
+        infinite = np.zeros(-(-n // block), dtype=np.bool_)  # per block of rows
         _run(_forest_serial, _forest_parallel, n, n_jobs,
-             (X32, _block(n, n_jobs)) + args + (table, layout, stops_at, code_end, n_queried))
+             (X, block) + args + (table, layout, stops_at, code_end, n_queried, infinite))
+        if infinite.any():
+            return None
     return code_end, n_queried
 
 
@@ -1282,10 +1295,11 @@ def compile_kernels():
     bits = (np.zeros(1, dtype=np.uint8), np.array([2, 1, 4], dtype=np.int64), flat[2])
     for a in (flat[0], flat[2], bits[0], bits[1]):  # the stop tables are read-only (a numba type of their own)
         a.setflags(write=False)
-    for tab in (flat, bits):  # the loop with the flat table and the one with stop bits
-        args = (X,) + forest + tab + (np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64))
-        _forest_serial(args[0], BLOCK, *args[1:])
-        _forest_parallel(args[0], BLOCK, *args[1:])
+    for tab in (flat, bits):  # the loop with the flat table and the one with stop bits, float32 and float64 rows
+        for Xd in (X, X.astype(np.float64)):
+            args = forest + tab + (np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, np.bool_))
+            _forest_serial(Xd, BLOCK, *args)
+            _forest_parallel(Xd, BLOCK, *args)
     one_forest, views = pack([(4, np.int32), (1, np.int64), (1, np.int32), (1, np.int64)])
     views[0][:] = leaf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the row-by-row loops (they compile _finish_row into themselves)
