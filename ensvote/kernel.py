@@ -114,7 +114,7 @@ def row_keys(X, a, b, out):
     ``u > v`` exactly when ``key(u) > key(v)``.  It is the value's bits with the other bits of a negative
     value flipped (so that larger magnitudes come lower), -0.0 taken as +0.0; NaN's key is
     :data:`_NAN_KEY`, below every other key.  The walk compares keys (an integer comparison with an
-    operand in memory) instead of floats: the same branches, 3-11 % less time on the benchmark problems.
+    operand in memory) instead of floats: the same branches, and a comparison the processor answers sooner.
     """
     w = X.shape[1]
     return _flat_keys(X.reshape(X.size), a * w, (b - a) * w, out)
