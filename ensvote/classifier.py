@@ -706,7 +706,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
                 if ens._label_rows(X, d["rule_"], out):  # X checked above, out made here
                     return out if d["_labels_are_indices"] else self.classes_.take(out)
             else:
-                out = ens.labels_unchecked(X, d["rule_"], self.n_jobs)
+                out = ens._labels_unchecked(X, d["rule_"], self.n_jobs)
                 if out is not None:
                     return self.classes_.take(out)
         if self.voting == "soft":

@@ -1426,7 +1426,7 @@ class TreeEnsemble:
             return self._halt_memo(X, rule, n_jobs).labels
         return self._plan_labels(plan, self._codes(X, plan[0], n_jobs)[0])
 
-    def labels_unchecked(self, X, rule, n_jobs=None):
+    def _labels_unchecked(self, X, rule, n_jobs=None):
         """:meth:`labels` of a dense ``X`` that has not been converted to float32 nor checked for infinity.
 
         The compiled loop reads float64 values as float32 one by one (no
@@ -1435,24 +1435,8 @@ class TreeEnsemble:
         the caller validates ``X`` and calls :meth:`labels` (the classifier's
         ``predict`` on a large batch: the validation's copy and scan of ``X``
         are most of the fixed cost of a fast rule).  ``X`` must be 2-D,
-        C-contiguous, float32 or float64, of the forest's width (not
-        checked here).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn.ensemble import RandomForestClassifier
-        >>> from ensvote import UrnRule
-        >>> from ensvote.engine import TreeEnsemble
-        >>> X = np.random.default_rng(0).normal(size=(200, 4))
-        >>> y = (X[:, 0] > 0).astype(int)
-        >>> rf = RandomForestClassifier(n_estimators=31, random_state=0).fit(X, y)
-        >>> ens = TreeEnsemble([m.tree_ for m in rf.estimators_], [None] * 31,
-        ...                    [np.argmax(m.tree_.value[:, 0, :], axis=1) for m in rf.estimators_], 2)
-        >>> ens.labels_unchecked(X[:5], UrnRule(T=31))
-        array([1, 0, 0, 0, 0])
-        >>> print(ens.labels_unchecked(np.full((1, 4), 1e39), UrnRule(T=31)))  # infinite as float32
-        None
+        C-contiguous, float32 or float64, of the forest's width (the
+        classifier has checked that).
         """
         plan = self.plan(rule)
         if plan is None:

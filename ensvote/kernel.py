@@ -57,7 +57,7 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 
 __all__ = ["ForestArrays", "compile_kernels", "label_rows", "label_rows_bits", "pack", "pack_bits_plan", "pack_plan",
-           "resolve_n_jobs", "row_keys", "run_forest", "run_forest_lazy", "run_soft", "soft_margin"]
+           "resolve_n_jobs", "run_forest", "run_forest_lazy", "run_soft", "soft_margin"]
 
 #: Fewest rows per thread worth starting threads for (below, one thread runs them all).
 MIN_ROWS_PER_THREAD = 64
@@ -171,46 +171,37 @@ def _block_keys(Xb, wide, nc, a, b):
     return K, flags
 
 
+def _step_or_nan(K, p, o, rec, nan):
+    """:func:`_step` if ``nan`` is None, else :func:`_step_nan`: chosen when the loop is compiled (one compiled walk
+    for each, from one source)."""
+
+
+@overload(_step_or_nan)
+def _step_or_nan_impl(K, p, o, rec, nan):
+    if isinstance(nan, types.NoneType):
+        return lambda K, p, o, rec, nan: _step(K, p, o, rec)
+    return lambda K, p, o, rec, nan: _step_nan(K, p, o, rec)
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of):
-    """The leaves of rows ``rows[i:i + 8]`` (no NaN; row ``r``'s keys from ``K[(r - a) nc]``), walked side by
-    side ``depth`` levels down (see the module docstring)."""
+def _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, nan):
+    """The leaves of rows ``rows[i:i + 8]`` (row ``r``'s keys from ``K[(r - a) nc]``), walked side by side
+    ``depth`` levels down (see the module docstring); ``nan``: None for rows without NaN (the walk that does
+    not test for it), True for rows that may have NaN."""
     p0, p1, p2, p3 = np.uint64(rows[i] - a) * nc, np.uint64(rows[i + 1] - a) * nc, \
         np.uint64(rows[i + 2] - a) * nc, np.uint64(rows[i + 3] - a) * nc
     p4, p5, p6, p7 = np.uint64(rows[i + 4] - a) * nc, np.uint64(rows[i + 5] - a) * nc, \
         np.uint64(rows[i + 6] - a) * nc, np.uint64(rows[i + 7] - a) * nc
     n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint64(root) << np.uint64(2)
     for _ in range(depth):
-        n0 = _step(K, p0, n0, rec)
-        n1 = _step(K, p1, n1, rec)
-        n2 = _step(K, p2, n2, rec)
-        n3 = _step(K, p3, n3, rec)
-        n4 = _step(K, p4, n4, rec)
-        n5 = _step(K, p5, n5, rec)
-        n6 = _step(K, p6, n6, rec)
-        n7 = _step(K, p7, n7, rec)
-    two = np.uint64(2)
-    leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0 >> two, n1 >> two, n2 >> two, n3 >> two
-    leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4 >> two, n5 >> two, n6 >> two, n7 >> two
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _walk8_nan(K, nc, a, rows, i, root, depth, rec, leaf_of):
-    """:func:`_walk8` for rows that may have NaN."""
-    p0, p1, p2, p3 = np.uint64(rows[i] - a) * nc, np.uint64(rows[i + 1] - a) * nc, \
-        np.uint64(rows[i + 2] - a) * nc, np.uint64(rows[i + 3] - a) * nc
-    p4, p5, p6, p7 = np.uint64(rows[i + 4] - a) * nc, np.uint64(rows[i + 5] - a) * nc, \
-        np.uint64(rows[i + 6] - a) * nc, np.uint64(rows[i + 7] - a) * nc
-    n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint64(root) << np.uint64(2)
-    for _ in range(depth):
-        n0 = _step_nan(K, p0, n0, rec)
-        n1 = _step_nan(K, p1, n1, rec)
-        n2 = _step_nan(K, p2, n2, rec)
-        n3 = _step_nan(K, p3, n3, rec)
-        n4 = _step_nan(K, p4, n4, rec)
-        n5 = _step_nan(K, p5, n5, rec)
-        n6 = _step_nan(K, p6, n6, rec)
-        n7 = _step_nan(K, p7, n7, rec)
+        n0 = _step_or_nan(K, p0, n0, rec, nan)
+        n1 = _step_or_nan(K, p1, n1, rec, nan)
+        n2 = _step_or_nan(K, p2, n2, rec, nan)
+        n3 = _step_or_nan(K, p3, n3, rec, nan)
+        n4 = _step_or_nan(K, p4, n4, rec, nan)
+        n5 = _step_or_nan(K, p5, n5, rec, nan)
+        n6 = _step_or_nan(K, p6, n6, rec, nan)
+        n7 = _step_or_nan(K, p7, n7, rec, nan)
     two = np.uint64(2)
     leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0 >> two, n1 >> two, n2 >> two, n3 >> two
     leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4 >> two, n5 >> two, n6 >> two, n7 >> two
@@ -231,11 +222,11 @@ def _walk_rows(K, nc, a, rows, n, root, depth, rec, nan, leaf_of):
     i = 0
     if nan:
         while i + 8 <= n:
-            _walk8_nan(K, nc, a, rows, i, root, depth, rec, leaf_of)
+            _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, True)
             i += 8
     else:
         while i + 8 <= n:
-            _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of)
+            _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, None)
             i += 8
     while i < n:
         leaf_of[i] = _walk(K, np.uint64(rows[i] - a) * nc, root, rec)

@@ -295,7 +295,7 @@ def test_small_batches_go_row_by_row_and_answer_as_the_blocks_do(rule):
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # scikit-learn's cast, then its error
 def test_large_batches_are_read_as_float32_without_a_copy_and_answer_as_validated(monkeypatch):
-    # predict on a dense float batch hands X itself to the block loop (TreeEnsemble.labels_unchecked), which reads
+    # predict on a dense float batch hands X itself to the block loop (TreeEnsemble._labels_unchecked), which reads
     # float64 as float32 value by value and answers None on a value infinite as float32: then the full validation
     from ensvote import kernel
     monkeypatch.setattr(kernel, "BLOCK", 64)  # several blocks, an infinity in any one of them
@@ -307,13 +307,13 @@ def test_large_batches_are_read_as_float32_without_a_copy_and_answer_as_validate
         ens, ref = clf._ensemble, clf.halt(Xte).labels
         for n_jobs in (None, 2):
             for Xb in (Xte, Xte.astype(np.float32)):
-                assert np.array_equal(ens.labels_unchecked(Xb, clf.rule_, n_jobs), ref), (rule, n_jobs, Xb.dtype)
+                assert np.array_equal(ens._labels_unchecked(Xb, clf.rule_, n_jobs), ref), (rule, n_jobs, Xb.dtype)
                 assert np.array_equal(clf.set_params(n_jobs=n_jobs).predict(Xb), ref)
             for bad in (np.inf, -np.inf, 1e300):
                 for row in (0, 200, len(Xte) - 1):
                     Xb = Xte.copy()
                     Xb[row, 5] = bad
-                    assert ens.labels_unchecked(Xb, clf.rule_, n_jobs) is None, (bad, row)
+                    assert ens._labels_unchecked(Xb, clf.rule_, n_jobs) is None, (bad, row)
                     with pytest.raises(ValueError, match="infinity|too large"):
                         clf.predict(Xb)
     # no stop table (five classes at T = 101): None, and predict takes the validated path
@@ -321,5 +321,5 @@ def test_large_batches_are_read_as_float32_without_a_copy_and_answer_as_validate
     X5 = rng.normal(size=(600, 6))
     y5 = np.argmax(X5[:, :5], axis=1)
     clf5 = ev.HaltingClassifier(RandomForestClassifier(101, random_state=ev.SEED)).fit(X5[:400], y5[:400])
-    assert clf5._ensemble.labels_unchecked(X5[400:], clf5.rule_) is None
+    assert clf5._ensemble._labels_unchecked(X5[400:], clf5.rule_) is None
     assert np.array_equal(clf5.predict(X5[400:]), clf5.classes_[clf5.halt(X5[400:]).labels])
