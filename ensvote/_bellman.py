@@ -187,6 +187,11 @@ def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
     stops[:] = False
     for f in range(base[T], base[T + 1]):
         stops[f] = valid[f]
+    # Going on costs c = 1 + Σ_i p_i(t) V(t + e_i) >= 1 (every p_i and V is >= 0 when the price is), so
+    # wherever stopping costs price * d(t) <= 1 the policy stops whatever the level above holds: the sum
+    # is not needed there (most vote vectors; their next-vote probabilities are not read), and the
+    # result is the same bits as when it is computed.
+    sure = price >= 0.0
     for s in range(T - 1, -1, -1):
         m = s + 1
         f, k, g = base[s], 0, 0
@@ -194,11 +199,16 @@ def _solve_kernel(trans, loss, valid, base, T, d, price, stops):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
             for b in range(n):
-                acc = _expect(V, g + b, o0, trans, f, d)
-                c = 1.0 + acc
-                stop = s > 0 and valid[f] and price * loss[f] <= c
-                stops[f] = stop
-                V2[k] = price * loss[f] if stop else c
+                cost = price * loss[f]
+                if sure and s > 0 and valid[f] and cost <= 1.0:
+                    stops[f] = True
+                    V2[k] = cost
+                else:
+                    acc = _expect(V, g + b, o0, trans, f, d)
+                    c = 1.0 + acc
+                    stop = s > 0 and valid[f] and cost <= c
+                    stops[f] = stop
+                    V2[k] = cost if stop else c
                 f += 1
                 k += 1
             g += n + 1
@@ -290,16 +300,19 @@ def _flip_kernel(trans, loss, valid, stops, base, T, d, slack):
             n = m - a if d == 2 else m
             o0 = n + 1 if d == 2 else 1
             for b in range(n):
-                n_acc = _expect(nval, g + b, o0, trans, f, d)
-                d_go = _expect(dval, g + b, o0, trans, f, d)
-                n_go = 1.0 + n_acc
-                if s > 0 and valid[f] and not stops[f]:
-                    dn = -reach[f] * n_go
-                    dd = reach[f] * (loss[f] - d_go)
-                    if dd <= slack and dn < -1e-12 and dn < level_best:
-                        level_best, level_f = dn, f
-                nval2[k] = 0.0 if stops[f] else n_go
-                dval2[k] = loss[f] if stops[f] else d_go
+                if stops[f]:  # nothing to come after a stop (and no candidate)
+                    nval2[k] = 0.0
+                    dval2[k] = loss[f]
+                else:
+                    n_go = 1.0 + _expect(nval, g + b, o0, trans, f, d)
+                    d_go = _expect(dval, g + b, o0, trans, f, d)
+                    if s > 0 and valid[f]:
+                        dn = -reach[f] * n_go
+                        dd = reach[f] * (loss[f] - d_go)
+                        if dd <= slack and dn < -1e-12 and dn < level_best:
+                            level_best, level_f = dn, f
+                    nval2[k] = n_go
+                    dval2[k] = d_go
                 f += 1
                 k += 1
             g += n + 1

@@ -129,6 +129,12 @@ def log_levels(T, support, probs):
 @njit(cache=True, nogil=True, inline="always")
 def _logaddexp(x, y):
     """NumPy's ``logaddexp`` of two floats, the same operations (and so the same bits)."""
+    # a term of probability zero: NumPy's steps give the other plus log1p(exp(-inf)) = +0.0 (x - y is
+    # +-inf, or x == y when both are -inf); adding the +0.0 is kept (it turns a -0.0 into +0.0)
+    if y == -math.inf:
+        return x + 0.0
+    if x == -math.inf:
+        return y + 0.0
     if x == y:  # infinities of the same sign
         return x + 0.693147180559945309417232121458176568
     tmp = x - y

@@ -38,7 +38,7 @@ from scipy import special
 from ._urn import log_split, ratio_from_logs
 from ._utils import check_random_state
 from ._validation import (MAX_ENTRIES, MAX_T, check_counts, check_label, check_nonnegative_float, check_positive_int,
-                          check_probability, check_size, prior_argument)
+                          check_probability, check_size, power_exceeds, prior_argument)
 
 #: What a ``prior`` argument may be: None or "uniform", ``P(T_0 = k)`` for two classes, ``(support, probs)``
 #: (see :func:`check_prior`).
@@ -511,7 +511,7 @@ def check_prior(prior, T=None, n_classes=None):
             )
         if np.any(support < 0) or np.any(support > T) or np.any(support.sum(axis=1) != T):
             raise ValueError(f"every prior support row must be non-negative and sum to T={T}")
-        if len(np.unique(support, axis=0)) != len(support):
+        if _has_repeated_rows(support, T):
             raise ValueError("prior support rows must be distinct")
         support = support.astype(np.int64)
     else:
@@ -534,6 +534,18 @@ def check_prior(prior, T=None, n_classes=None):
             f"prior is over {support.shape[1]} classes but counts have {n_classes}"
         )
     return Prior(support, probs)
+
+
+def _has_repeated_rows(support, T):
+    """Whether two rows of ``support`` (counts in ``0..T`` summing to ``T``) are the same vote vector."""
+    l = support.shape[1]
+    if power_exceeds(T + 1, l - 1, 2**62):  # no int64 code: compare the rows themselves
+        return len(np.unique(support, axis=0)) != len(support)
+    code = np.zeros(len(support), dtype=np.int64)  # the first l - 1 counts in base T + 1 (the last follows)
+    for j in range(l - 1):
+        code = code * (T + 1) + support[:, j]
+    code.sort()
+    return bool(np.any(code[1:] == code[:-1]))
 
 
 def _prior_probs(values):

@@ -233,6 +233,20 @@ def test_check_prior_forms():
     assert s3.shape == (21, 3)
 
 
+@pytest.mark.parametrize("T, l", [(5, 2), (5, 3), (201, 3), (100, 12)])  # (100, 12): no int64 code of a row
+def test_a_prior_with_a_repeated_vote_vector_is_refused(T, l):
+    rng = np.random.default_rng(0)
+    support = np.array([rng.multinomial(T, np.full(l, 1 / l)) for _ in range(40)])
+    support = support[np.sort(np.unique(support, axis=0, return_index=True)[1])]
+    probs = np.full(len(support), 1 / len(support))
+    assert check_prior((support, probs), T).support.shape == support.shape  # distinct rows: accepted
+    for i, j in [(0, 1), (len(support) - 1, 0), (5, len(support) - 2)]:
+        twice = support.copy()
+        twice[i] = support[j]
+        with pytest.raises(ValueError, match="prior support rows must be distinct"):
+            check_prior((twice, probs), T)
+
+
 @given(st.integers(0, 60), st.integers(0, 60), st.sampled_from([121, 1000, 10**6]))
 def test_finite_confidence_monotone(ti, tj, T):
     # uniform prior: one more vote for the leader never lowers its confidence,

@@ -152,3 +152,19 @@ def test_level_vectors_are_every_vote_vector_in_level_order(T, l):
 def test_log_cells_is_written_for_two_or_three_classes():
     with pytest.raises(ValueError, match="2 or 3 classes"):
         log_cells(3, np.array([[3, 0, 0, 0]]), np.array([1.0]))
+
+
+def test_logaddexp_is_numpys_bit_for_bit_including_infinities_and_signed_zeros():
+    from numba import njit
+
+    from ensvote._urn import _logaddexp
+
+    call = njit(lambda x, y: _logaddexp(x, y))
+    rng = np.random.default_rng(0)
+    special = [-np.inf, np.inf, 0.0, -0.0, 1e-300, -1e-300, 5e-324, 700.0, -745.2, 1.0, -1.0, 0.6931471805599453]
+    values = np.concatenate([special, rng.normal(0, 30, 60), -np.exp(rng.normal(0, 5, 30))])
+    for x in values:
+        for y in values:
+            want, got = np.logaddexp(x, y), call(x, y)
+            assert np.float64(got).tobytes() == np.float64(want).tobytes(), (x, y, got, want)
+    assert np.isnan(call(np.nan, -np.inf)) and np.isnan(call(-np.inf, np.nan)) and np.isnan(call(np.nan, 1.0))
