@@ -358,16 +358,26 @@ class _UrnModel:
         level = np.repeat(np.arange(T), np.diff(base[:T + 1]))  # the level of each cell below level T
         with np.errstate(divide="ignore"):
             log_s1 = np.log(np.arange(1, T + 1, dtype=float))  # log(s + 1) per level s < T
-        # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t))
+        # p_i(t) = q(t + e_i) (t_i + 1) / ((s + 1) q(t)), computed in place in ``terms`` (the same
+        # operations as with new arrays: each large new array costs its page faults)
+        trans = terms
         with np.errstate(invalid="ignore"):
-            trans = np.exp((terms - log_s1[level][:, None]) - logq[:base[T], None])
-        self.trans = np.where(ok[:base[T], None], trans, 0.0)
+            trans -= log_s1[level][:, None]
+            trans -= logq[:base[T], None]
+            np.exp(trans, out=trans)
+        np.copyto(trans, 0.0, where=~ok[:base[T], None])
+        self.trans = trans
         # d(t): the parts r_c(t) of the classes c other than the current majority (lowest index on ties)
         cur = np.argmax(_states(T, l), axis=1)
-        others = np.where(np.arange(l)[:, None] == cur[None], -np.inf, logr.T)
+        others = logr.T  # a view of logr, which is not needed after this
+        others[np.arange(l)[:, None] == cur[None]] = -np.inf
         with np.errstate(invalid="ignore"):
-            loss = np.exp(np.logaddexp.reduce(others, axis=0) - logq)
-        self.loss = np.where(ok, np.clip(loss, 0.0, 1.0), 0.0)
+            loss = np.logaddexp.reduce(others, axis=0)
+            loss -= logq
+            np.exp(loss, out=loss)
+        np.clip(loss, 0.0, 1.0, out=loss)
+        np.copyto(loss, 0.0, where=~ok)
+        self.loss = loss
         self._policies, self._policies_lock = OrderedDict(), threading.Lock()
 
     def _on(self, s):
