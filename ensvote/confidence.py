@@ -543,7 +543,7 @@ def _has_repeated_rows(support, T):
         return len(np.unique(support, axis=0)) != len(support)
     code = np.zeros(len(support), dtype=np.int64)  # the first l - 1 counts in base T + 1 (the last follows)
     for j in range(l - 1):
-        code = code * (T + 1) + support[:, j]
+        code = code * (T + 1) + support[:, j].astype(np.int64)  # (an unsigned column would make it float)
     code.sort()
     return bool(np.any(code[1:] == code[:-1]))
 

@@ -233,6 +233,14 @@ def test_check_prior_forms():
     assert s3.shape == (21, 3)
 
 
+def test_vote_vectors_differing_in_one_vote_are_distinct_for_any_integer_dtype():
+    # codes near 1e17 (T = 100, 10 classes): one vote apart is one apart, exactly, whatever the dtype
+    a = np.zeros((2, 10), dtype=np.int64)
+    a[:, 0], a[0, 8], a[1, 9] = 99, 1, 1
+    for dtype in (np.int64, np.uint64, np.int32):
+        assert check_prior((a.astype(dtype), np.array([0.5, 0.5])), 100).support.shape == (2, 10)
+
+
 @pytest.mark.parametrize("T, l", [(5, 2), (5, 3), (201, 3), (100, 12)])  # (100, 12): no int64 code of a row
 def test_a_prior_with_a_repeated_vote_vector_is_refused(T, l):
     rng = np.random.default_rng(0)
@@ -243,8 +251,9 @@ def test_a_prior_with_a_repeated_vote_vector_is_refused(T, l):
     for i, j in [(0, 1), (len(support) - 1, 0), (5, len(support) - 2)]:
         twice = support.copy()
         twice[i] = support[j]
-        with pytest.raises(ValueError, match="prior support rows must be distinct"):
-            check_prior((twice, probs), T)
+        for dtype in (np.int64, np.uint64, np.int32):
+            with pytest.raises(ValueError, match="prior support rows must be distinct"):
+                check_prior((twice.astype(dtype), probs), T)
 
 
 @given(st.integers(0, 60), st.integers(0, 60), st.sampled_from([121, 1000, 10**6]))
