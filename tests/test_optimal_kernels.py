@@ -274,6 +274,15 @@ def _summary(x):
     return None, None, tuple(float(v) for v in x)
 
 
+def _assert_same_rule(got, want):
+    """Two :func:`_summary` results: the same table and boundary state, the numbers within 1e-9 (relative)."""
+    (table, boundary, values), (want_table, want_boundary, want_values) = got, want
+    assert (table, boundary) == (want_table, want_boundary)
+    assert [v is None for v in values] == [w is None for w in want_values]
+    assert [v for v in values if v is not None] == pytest.approx([w for w in want_values if w is not None],
+                                                                 rel=1e-9)
+
+
 def _fp_prior(T, l, seed):
     support, probs = check_prior(uniform_prior(T, l), T)
     rng = np.random.default_rng(seed)
@@ -337,11 +346,7 @@ PADDED_LAYOUT = {
 @pytest.mark.parametrize("case", list(LAYOUT_CASES))
 def test_rules_are_those_of_the_padded_layout(case):
     """Tables and boundary states as before; expected members and disagreement, optimum, price within 1e-9."""
-    table, boundary, values = _summary(LAYOUT_CASES[case]())
-    want_table, want_boundary, want = PADDED_LAYOUT[case]
-    assert (table, boundary) == (want_table, want_boundary)
-    assert [v is None for v in values] == [w is None for w in want]
-    assert [v for v in values if v is not None] == pytest.approx([w for w in want if w is not None], rel=1e-9)
+    _assert_same_rule(_summary(LAYOUT_CASES[case]()), PADDED_LAYOUT[case])
 
 
 def test_the_budget_mode_does_not_depend_on_openblas_threads_at_the_kept_precision():
@@ -358,6 +363,4 @@ def test_the_budget_mode_does_not_depend_on_openblas_threads_at_the_kept_precisi
         clear_caches()
         with threadpool_limits(threads):
             got[threads] = _summary(OptimalRule.from_oob_votes(votes, 101, 0.01))
-    (t1, b1, v1), (t2, b2, v2) = got[1], got[2]
-    assert (t1, b1) == (t2, b2)
-    assert [v for v in v1 if v is not None] == pytest.approx([v for v in v2 if v is not None], rel=1e-9)
+    _assert_same_rule(got[1], got[2])
