@@ -9,7 +9,8 @@ probabilities ``p_i(t)`` of the next vote, from the urn's recursion
 disagreement of any policy (:meth:`_UrnModel.evaluate`, forward), the best
 single change of a policy within a slack (:meth:`_UrnModel.best_flip`), and
 the budget search that meets a disagreement δ (:func:`_meet_budget`: bisection
-on λ, then the randomised optimum between the two bracketing policies).
+on λ to two adjacent policies and the exact price between them, then the
+randomised optimum between the two).
 Compiled loops (numba) over a compact layout (one cell per vote vector) do the work; the rule and the
 validation of its arguments are in :mod:`ensvote.optimal`.
 """
@@ -531,6 +532,23 @@ def _fill_budget(model, stops, value, delta, max_flips=200):
     return stops, value
 
 
+def _tie_price(lo, v_lo, hi, v_hi):
+    """The price λ* at which the λ-optimal policies found at prices ``lo < hi`` cost the same.
+
+    A policy's expected cost, ``members + λ disagreement``, is a line in λ.
+    The bisections below end at two λ-optimal policies one vote vector apart
+    (adjacent on the frontier: no λ-optimal policy lies between them); the
+    crossing of their lines is the exact price of the budget they bracket
+    (between ``lo`` and ``hi`` in exact arithmetic; kept there).  Two
+    policies of the same disagreement do not cross: then the bracket's
+    geometric mean.
+    """
+    if not v_lo.disagreement > v_hi.disagreement:
+        return math.sqrt(lo * hi) if lo > 0 else hi
+    price = (v_hi.members - v_lo.members) / (v_lo.disagreement - v_hi.disagreement)
+    return min(max(price, lo), hi)
+
+
 def _meet_budget(model, delta, max_iter=200):
     """λ by bisection, the deterministic policy with disagreement <= δ, and the exact randomised optimum."""
     stops0, v0 = model.policy_at(0.0)
@@ -544,16 +562,17 @@ def _meet_budget(model, delta, max_iter=200):
         if hi > 1e300:
             raise RuntimeError("no price meets the disagreement budget")  # pragma: no cover
         stops_hi, v_hi = model.policy_at(hi)
-    stops_lo = stops0 if lo == 0.0 else model.policy_at(lo)[0]
+    stops_lo, v_lo = (stops0, v0) if lo == 0.0 else model.policy_at(lo)
     for _ in range(max_iter):
         if _n_diff(stops_lo, stops_hi, model.valid) <= 1 or hi - lo <= 1e-13 * hi:
             break
         mid = 0.5 * (lo + hi) if lo == 0.0 or hi / lo > 4 else math.sqrt(lo * hi)
         stops_mid, v_mid = model.policy_at(mid)
         if v_mid.disagreement > delta:
-            lo, stops_lo = mid, stops_mid
+            lo, stops_lo, v_lo = mid, stops_mid, v_mid
         else:
             hi, stops_hi, v_hi = mid, stops_mid, v_mid
+    price = _tie_price(lo, v_lo, hi, v_hi)
     # walk from the policy at hi (within budget) to the one at lo (over it), one vote vector at a time
     diff = _diff_states(stops_hi, stops_lo, model.valid)
     cur, v_cur = stops_hi, v_hi
@@ -568,7 +587,7 @@ def _meet_budget(model, delta, max_iter=200):
             prob = q_cur + w * (q_nxt - q_cur)
             v_mix = model.evaluate(cur, random_state=state, stop_prob=prob)
             cur, v_cur = _fill_budget(model, cur, v_cur, delta)
-            return {"price": math.sqrt(lo * hi) if lo > 0 else hi, "stops": cur, "value": v_cur,
+            return {"price": price, "stops": cur, "value": v_cur,
                     "optimum": v_mix.members, "state": state, "prob": prob}
         cur, v_cur = nxt, v_nxt
     raise RuntimeError("bisection did not bracket the budget")  # pragma: no cover
@@ -601,14 +620,15 @@ def _meet_members(model, max_members, max_iter=200):
         if v_mid.members <= max_members:
             lo, stops_lo, v_lo = mid, stops_mid, v_mid
         else:
-            hi, stops_hi = mid, stops_mid
+            hi, stops_hi, v_hi = mid, stops_mid, v_mid
+    price = _tie_price(lo, v_lo, hi, v_hi)
     cur, v_cur = stops_lo, v_lo
     for state in _diff_states(stops_lo, stops_hi, model.valid):
         nxt = _with(cur, [state], stops_hi)
         v_nxt = model.evaluate(nxt)
         if v_nxt.members <= max_members and v_nxt.disagreement <= v_cur.disagreement:
             cur, v_cur = nxt, v_nxt
-    return {"price": lo, "stops": cur, "value": v_cur}
+    return {"price": price, "stops": cur, "value": v_cur}
 
 
 def evaluate_rule(rule, prior):

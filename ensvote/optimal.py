@@ -222,7 +222,10 @@ class OptimalRule(HaltingRule):
     Attributes
     ----------
     price : float or None
-        λ, the price of a disagreement in members (None with a per-row guarantee).
+        λ, the price of a disagreement in members (None with a per-row
+        guarantee).  With a budget, λ*: the price at which the two λ-optimal
+        policies adjacent to the budget cost the same (the Lagrange multiplier
+        of the budget; the slope of the members-disagreement frontier there).
     expected_members, expected_disagreement : float
         Of the tabulated (deterministic) policy, under the prior; the
         disagreement is at most δ.

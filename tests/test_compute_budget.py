@@ -35,6 +35,11 @@ def test_members_within_the_budget_and_the_least_disagreement_of_the_frontier(T,
         assert rule.expected_disagreement <= min(within, default=np.inf) + 1e-12
         assert rule.expected_disagreement <= last + 1e-12  # a larger budget never disagrees more
         last = rule.expected_disagreement
+        # the price is λ*: just below it the policy is within K, just above it the policy is not (or, when K
+        # buys the least disagreement there is, no longer lowers the disagreement)
+        below, above = (model.evaluate(model.solve(rule.price * f)[1]) for f in (1 - 1e-9, 1 + 1e-9))
+        assert below.members <= K + 1e-12
+        assert above.members > K or above.disagreement < below.disagreement
 
 
 def test_the_compute_budget_and_the_disagreement_budget_meet_on_the_frontier():

@@ -51,7 +51,8 @@ def _brute_force(T, l, prior):
 
 
 def _lower_hull_at(d, n, x):
-    """Lower convex envelope of the points (d, n) at abscissa x (the best randomised mixture)."""
+    """Lower convex envelope of the points (d, n) at abscissa x (the best randomised mixture), and minus its slope
+    there (the price of a disagreement at which the envelope's two ends cost the same)."""
     pts = sorted(set(zip(np.round(d, 15), np.round(n, 15))))
     hull = []
     for p in pts:
@@ -65,7 +66,10 @@ def _lower_hull_at(d, n, x):
     hx, hy = np.array(hull).T
     # the budget is an upper bound: past the fewest-members point the envelope stays flat
     cut = int(np.argmin(hy)) + 1
-    return float(np.interp(x, hx[:cut], hy[:cut]))
+    hx, hy = hx[:cut], hy[:cut]
+    k = int(np.searchsorted(hx, x, side="right"))  # the segment from vertex k - 1 (within x) to k (above it)
+    slope = 0.0 if k >= len(hx) else (hy[k] - hy[k - 1]) / (hx[k] - hx[k - 1])
+    return float(np.interp(x, hx, hy)), -slope
 
 
 def _priors(T, l):
@@ -105,8 +109,10 @@ def test_budget_optimum_is_the_lower_convex_hull(tiny):
     lo, hi = disagreement.min(), min(disagreement.max(), 0.499)
     for delta in np.linspace(lo, hi, 9)[1:-1]:
         rule = OptimalRule(T, float(delta), prior=prior)
-        hull = _lower_hull_at(disagreement, members, delta)
+        hull, price = _lower_hull_at(disagreement, members, delta)
         assert rule.optimum_members == pytest.approx(hull, abs=1e-9)
+        # the price is λ*, the slope of the envelope where the budget meets it (the two adjacent policies tie)
+        assert rule.price == pytest.approx(price, rel=1e-9)
         # the tabulated policy is deterministic, feasible, and no better than the best deterministic one
         assert rule.expected_disagreement <= delta + 1e-12
         assert rule.expected_members >= members[disagreement <= delta + 1e-12].min() - 1e-12
