@@ -601,7 +601,10 @@ def _meet_members(model, max_members, max_iter=200):
     gives the least disagreement among the λ-optimal (deterministic)
     policies within the budget; between it and the next policy, vote vectors
     are switched one at a time while the budget allows and the disagreement
-    does not rise.
+    does not rise, and the disagreement budget's tables between the two
+    (:func:`_fill_budget` from the next policy) are searched for one within
+    the budget that disagrees less: at the members a disagreement budget's
+    table queries, the compute budget finds that table's disagreement or less.
     """
     stops_lo, v_lo = model.policy_at(0.0)  # λ = 0: every row stops after its first vote
     lo, hi = 0.0, 1.0
@@ -628,6 +631,21 @@ def _meet_members(model, max_members, max_iter=200):
         v_nxt = model.evaluate(nxt)
         if v_nxt.members <= max_members and v_nxt.disagreement <= v_cur.disagreement:
             cur, v_cur = nxt, v_nxt
+    # The disagreement budget's tables between the two policies: from the one above λ*, stop at more vote
+    # vectors while the disagreement stays within δ (_fill_budget, as _meet_budget does); the larger δ, the
+    # fewer members.  Bisection on δ for the least disagreement within max_members, if below the one above.
+    a, b = v_hi.disagreement, v_lo.disagreement
+    for _ in range(max_iter):
+        if b - a <= 1e-3 * (v_lo.disagreement - v_hi.disagreement):
+            break
+        delta = 0.5 * (a + b)
+        stops, value = _fill_budget(model, stops_hi, v_hi, delta)
+        if value.members <= max_members:
+            if value.disagreement < v_cur.disagreement:
+                cur, v_cur = stops, value
+            b = delta
+        else:
+            a = delta
     return {"price": price, "stops": cur, "value": v_cur}
 
 

@@ -50,6 +50,18 @@ def test_the_compute_budget_and_the_disagreement_budget_meet_on_the_frontier():
     assert ev.OptimalRule(101, max_members=101).expected_disagreement == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.parametrize("T,l,kind,delta", [(101, 2, "uniform", 0.01), (61, 2, "random", 0.005),
+                                           (25, 3, "uniform", 0.02), (21, 3, "random", 0.01)])
+def test_at_a_disagreement_budgets_members_the_compute_budget_disagrees_no_more(T, l, kind, delta):
+    # the two budgets are one frontier: asked for the members of the disagreement budget's table, the compute
+    # budget finds that table's disagreement (or less) within those members
+    prior = None if kind == "uniform" else _random_prior(T, l, T)
+    by_delta = ev.OptimalRule(T, delta, prior=prior, n_classes=l)
+    by_members = ev.OptimalRule(T, max_members=by_delta.expected_members, prior=prior, n_classes=l)
+    assert by_members.expected_members <= by_delta.expected_members + 1e-12
+    assert by_members.expected_disagreement <= by_delta.expected_disagreement + 1e-12
+
+
 def test_classifier_compute_budget_and_its_errors():
     X, y = ev.datasets.load("pima")
     forest = RandomForestClassifier(n_estimators=101, random_state=ev.SEED)

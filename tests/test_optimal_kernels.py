@@ -323,8 +323,11 @@ LAYOUT_CASES = {
 #: 5e-12).  So the tables and boundary states must be equal and the numbers within 1e-9 (relative), on any
 #: CPU.  The price (the fourth number) is since then the exact price λ* where the two policies the
 #: bisection ends at cost the same (:func:`ensvote._bellman._tie_price`); it used to be the geometric mean of
-#: the last bracket, which contains λ*.  Every other number and every table is as the padded layout gave
-#: them.  Also checked then, not kept here because they take 5-20 s:
+#: the last bracket, which contains λ*.  The compute budgets (``members*``) then also search the disagreement
+#: budget's tables between the two policies and find tables closer to K that disagree less (before:
+#: 14.9979387225 members, disagreement 0.0949209927343 at K = 15; 39.9971032652 and 0.0229485957187 at
+#: K = 40).  Every other number and every table is as the padded layout gave them.  Also checked then, not
+#: kept here because they take 5-20 s:
 #: ``OptimalRule.from_oob_votes(_fp_votes(101, 3, 300, 5), 101, 0.01)`` and
 #: ``OptimalRule.from_oob_votes(_fp_votes(1001, 2, 400, 7), 1001, 0.01)``.
 PADDED_LAYOUT = {
@@ -334,14 +337,14 @@ PADDED_LAYOUT = {
     "r3-T30": ('78780e8ea573', (11, 1, 7), (14.5075047267, 0.0199995958594, 14.5069479302, 131.258775672, 0.567250490704, 0.02)),
     "r3-T101": ('17538f6de75f', (8, 0, 1), (34.5115956175, 0.00999999752867, 34.5113930542, 664.625484761, 0.164104620777, 0.01)),
     "price3-T101": ('f01e0d984664', None, (2.71428571429, 0.285728057008, 2.71428571429, 20, None, None)),
-    "members3-T101": ('e043dd1cb3d8', None, (14.9979387225, 0.0949209927343, 14.9979387225, 145.332017552, None, None)),
+    "members3-T101": ('8fd85da17deb', None, (14.9999746442, 0.0949086302381, 14.9999746442, 145.332017552, None, None)),
     "pv3-T101": (None, None, (39.6595087789, 0.00687603468752)),
     "pv3-T30": (None, None, (13.4775102839, 0.0299042452468)),
     "oob3-T30": ('f3986f1236af', (1, 0, 6), (12.4177640991, 0.00775347056844, 12.4118248306, 237.57394214, 0.341093094024, 0.00775584936282)),
     "u2-T101": ('1a70dd7073ce', (2, 9), (24.1615712243, 0.00999165820577, 24.1487513367, 571.799964588, 0.474103329307, 0.01)),
     "u2-T1001": ('a661a65b0950', (30, 47), (65.979499719, 0.00999999204722, 65.97945659, 2875.25266993, 0.48341958907, 0.01)),
     "r2-T301": ('b972e44b4e79', (84, 102), (51.5344219771, 0.00499935298548, 51.5329986568, 2199.8274098, 0.353276463564, 0.005)),
-    "members2-T1001": ('f24bc5bb4810', None, (39.9971032652, 0.0229485957187, 39.9971032652, 1430.40556276, None, None)),
+    "members2-T1001": ('1d110462dc32', None, (39.9999655381, 0.0229479775536, 39.9999655381, 1430.40556276, None, None)),
     "pv2-T1001": (None, None, (81.8081356765, 0.00770087134484)),
 }
 
