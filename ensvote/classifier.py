@@ -15,10 +15,10 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import kernel
 from ._utils import SEED
-from ._validation import check_probability
+from ._validation import check_positive_int, check_probability
 from .engine import HaltResult, TreeEnsemble
 from .confidence import soft_lead_needed
-from .optimal import OptimalRule, check_budget, check_guarantee, check_members
+from .optimal import OptimalRule, check_budget, check_guarantee, check_members, check_size
 from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
@@ -114,8 +114,10 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         held-out fold scored under its own deconvolved prior), is δ (so δ is
         met on rows the prior was not estimated from, not only under the
         estimate).  With the uniform prior or a given one, δ is met in
-        expectation under that prior.  Required with ``rule="optimal"``,
-        refused with the others (they take ``confidence``).  The tables are
+        expectation under that prior.  ``rule="optimal"`` needs this or
+        ``max_members``; the other rules refuse it (they take ``confidence``),
+        except with ``voting="soft"`` (below), where it makes the soft stop a
+        per-row bound.  The tables are
         built at ``fit``: with the out-of-bag prior a budget search on each of
         five folds, which costs several times the forest's own fit with two
         classes and tens of times with three, where the table has
@@ -126,7 +128,11 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         prior: the deconvolved out-of-bag prior for a bootstrapping ensemble),
         with the least expected disagreement with the full ensemble, which
         ``expected_disagreement_`` reports (see
-        :class:`~ensvote.OptimalRule`).  Refused with the other rules.
+        :class:`~ensvote.OptimalRule`).  A budget of ``n_estimators`` or
+        more buys every member that can lower the disagreement (the same as
+        ``n_estimators``).  Refused with the other rules.  The optimal rule's
+        sizes (at most 1,001 members with two classes, 201 with three) are
+        checked before the forest is grown, for either budget.
     guarantee : {"average", "per-row", "minimax"}, default="average"
         What ``disagreement`` bounds, for ``rule="optimal"``: ``"average"``
         the disagreement averaged over the rows (the budget mode above);
@@ -412,8 +418,13 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     def _fit(self, est, X, y, **fit_params):
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", accept_sparse=["csr", "csc"])
         check_classification_targets(y)
-        if len(np.unique(y)) < 2:
+        n_classes = len(np.unique(y))
+        if n_classes < 2:
             raise ValueError("HaltingClassifier needs at least 2 classes in y; got 1 class")
+        if self.voting == "hard" and self._rule_class() is OptimalRule:
+            # a forest too large (or too many classes) for the optimal policy is refused before it is grown
+            check_size(check_positive_int(est.get_params()["n_estimators"], name="n_estimators"), n_classes,
+                       self.guarantee)
         self.estimator_ = clone(est).fit(X, y, **fit_params)
         self.classes_ = self.estimator_.classes_
         members = self.estimator_.estimators_

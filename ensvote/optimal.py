@@ -110,17 +110,34 @@ def _check_per_row_T(T, n_classes, guarantee):
     largest = MAX_PER_ROW_T[n_classes]
     if T > largest:
         limits = " and ".join(f"T <= {t:,} with {l} classes" for l, t in MAX_PER_ROW_T.items())
+        instead = (f"guarantee='average' (the budget mode, to T = {MAX_OPTIMAL_T[n_classes]:,} with {n_classes} "
+                   "classes), " if MAX_OPTIMAL_T[n_classes] > largest else "")
         raise ValueError(f"T={T} is above the largest ensemble a guarantee={guarantee!r} policy is computed for: its "
                          f"linear program over every vote vector (or that program's Lagrangian dual, above "
-                         f"T = {LP_T[n_classes]:,}) is solved for {limits} (MAX_PER_ROW_T); use "
-                         f"guarantee='average' (the budget mode, to T = {MAX_OPTIMAL_T[n_classes]:,} with "
-                         f"{n_classes} classes) or a smaller ensemble")
+                         f"T = {LP_T[n_classes]:,}) is solved for {limits} (MAX_PER_ROW_T); use {instead}an "
+                         f"ensemble of at most {largest:,} members, or rule='urn' / rule='infinite' (a confidence "
+                         "level instead of a disagreement budget, for any T)")
+
+
+def check_size(T, n_classes, guarantee="average"):
+    """Refuse an ensemble size or number of classes the optimal policy is not computed for.
+
+    The same limits and messages as :class:`OptimalRule` and
+    :meth:`OptimalRule.from_params`; the classifier calls it before it grows
+    the forest.
+    """
+    check_classes(n_classes)
+    if guarantee == "average":
+        _check_T(T, n_classes)
+    else:
+        _check_per_row_T(T, n_classes, guarantee)
 
 
 def check_classes(l):
     """The number of classes, if the optimal policy is computed for it (2 or 3)."""
     if l not in SUPPORTED_CLASSES:
-        raise ValueError(f"the optimal policy is computed for 2 or 3 classes, got n_classes={l}")
+        raise ValueError(f"the optimal policy is computed for 2 or 3 classes, got n_classes={l}; rule='urn' and "
+                         "rule='infinite' take any number of classes")
     return l
 
 
@@ -308,10 +325,8 @@ class OptimalRule(HaltingRule):
             check_budget(strength, name="disagreement")
         else:
             check_members(max_members, n_members)
-        if n_classes is not None:
-            check_classes(n_classes)  # before any prior is estimated
-        if n_classes is not None and guarantee != "average":
-            _check_per_row_T(check_positive_int(n_members, name="n_members"), n_classes, guarantee)
+        if n_classes is not None:  # before any prior is estimated
+            check_size(check_positive_int(n_members, name="n_members"), n_classes, guarantee)
         if isinstance(prior, str) and prior == "oob":
             if guarantee != "average":
                 v, T, resolution = VoteMixture.checked_votes(oob_votes(), n_members)

@@ -298,6 +298,31 @@ def test_unsupported_sizes_and_classes():
     assert 0 < policy_value(ev.UrnRule(301, 0.99), None).members < 301
 
 
+class _NotToBeGrown(RandomForestClassifier):
+    """A forest whose fit fails loudly: the classifier must refuse the configuration before it grows it."""
+
+    def fit(self, X, y, sample_weight=None):
+        raise AssertionError("the forest was grown before the configuration was checked")
+
+
+def test_classifier_refuses_sizes_and_classes_before_growing_the_forest():
+    X, y = ev.datasets.load("twonorm", n_samples=120, random_state=0)
+    for T, labels, match in [
+        (MAX_OPTIMAL_T[2] + 2, y, r"T=1003 is above .*; use rule='urn'"),
+        (MAX_OPTIMAL_T[3] + 2, np.arange(len(y)) % 3, r"T=203 is above .*T <= 201 with 3 classes"),
+        (11, np.arange(len(y)) % 4, r"2 or 3 classes, got n_classes=4; rule='urn' and rule='infinite' take any"),
+    ]:
+        for budget in (dict(disagreement=0.01), dict(max_members=5)):
+            clf = ev.HaltingClassifier(_NotToBeGrown(n_estimators=T), rule="optimal", **budget)
+            with pytest.raises(ValueError, match=match):
+                clf.fit(X, labels)
+    with pytest.raises(AssertionError, match="grown"):  # within the limits the forest is grown
+        ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_OPTIMAL_T[3]), rule="optimal").set_params(
+            disagreement=0.01).fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(AssertionError, match="grown"):  # the limits are the optimal rule's: others grow any forest
+        ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_OPTIMAL_T[2] + 2), rule="urn").fit(X, y)
+
+
 def test_three_classes_up_to_201_members():
     rule = OptimalRule(MAX_OPTIMAL_T[3], 0.01, n_classes=3)  # uniform prior, the largest size
     assert rule.table().shape == (202,) * 3 and rule.expected_disagreement <= 0.01

@@ -236,12 +236,26 @@ def test_classifier_refuses_bad_guarantee_before_fitting(params, match):
     assert not hasattr(clf, "estimator_")
 
 
-def test_classifier_refuses_a_forest_beyond_the_limit_at_fit():
+class _NotToBeGrown(RandomForestClassifier):
+    """A forest whose fit fails loudly: the classifier must refuse the configuration before it grows it."""
+
+    def fit(self, X, y, sample_weight=None):
+        raise AssertionError("the forest was grown before the configuration was checked")
+
+
+@pytest.mark.parametrize("guarantee", ["per-row", "minimax"])
+def test_classifier_refuses_a_forest_beyond_the_limit_before_growing_it(guarantee):
     X, y = ev.datasets.load("twonorm", n_samples=100, random_state=0)
-    clf = ev.HaltingClassifier(RandomForestClassifier(n_estimators=MAX_PER_ROW_T[2] + 2, random_state=0),
-                               rule="optimal", disagreement=0.01, guarantee="per-row")
-    with pytest.raises(ValueError, match="MAX_PER_ROW_T"):
+    clf = ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_PER_ROW_T[2] + 2, random_state=0),
+                               rule="optimal", disagreement=0.01, guarantee=guarantee)
+    with pytest.raises(ValueError, match=r"T=1003 is above .*MAX_PER_ROW_T"):
         clf.fit(X, y)
+    y3 = np.arange(len(y)) % 3  # three classes: the limit is 201
+    clf.set_params(estimator=_NotToBeGrown(n_estimators=MAX_PER_ROW_T[3] + 2, random_state=0))
+    with pytest.raises(ValueError, match=r"T=203 is above .*T <= 201 with 3 classes"):
+        clf.fit(X, y3)
+    with pytest.raises(AssertionError, match="grown"):  # within the limit the forest is grown
+        clf.set_params(estimator=_NotToBeGrown(n_estimators=MAX_PER_ROW_T[3], random_state=0)).fit(X, y3)
 
 
 def test_model_flow_reaches_every_vote_vector_once():
@@ -274,7 +288,9 @@ def test_row_values_of_any_rule_match_enumeration(rule, l):
 def test_row_values_refuses_bad_input():
     with pytest.raises(TypeError, match="HaltingRule"):
         row_values("urn")
-    with pytest.raises(ValueError, match=r"T <= 1,001 with 2 classes.*MAX_PER_ROW_T.*guarantee='average'"):
+    # the budget mode stops at the same size: the message names what works beyond it, not guarantee='average'
+    with pytest.raises(ValueError, match=r"T <= 1,001 with 2 classes.*MAX_PER_ROW_T\); use an ensemble of at most "
+                                         r"1,001 members, or rule='urn' / rule='infinite'"):
         row_values(ev.ExactRule(MAX_PER_ROW_T[2] + 1))
     with pytest.raises(ValueError, match="2 or 3 classes"):
         row_values(ev.ExactRule(11), n_classes=4)
