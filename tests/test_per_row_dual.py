@@ -175,11 +175,15 @@ def test_minimax_at_1001_two_classes():
     assert rule.optimum_members <= rule.worst_members <= 1.01 * rule.optimum_members
 
 
-def test_three_classes_above_the_linear_programs_size():
-    T = LP_T[3] + 20
+@pytest.mark.parametrize("T", [LP_T[3] + 20, MAX_PER_ROW_T[3]])  # the largest: about 10 s
+def test_three_classes_above_the_linear_programs_size(T):
     rule = OptimalRule(T, 0.01, guarantee="per-row", n_classes=3)
     assert rule.row_disagreement.max() <= 0.01
     assert rule.optimum_members <= rule.expected_members <= 1.01 * rule.optimum_members
+    # every composition, exactly, from the rule's own table (the propagation of row_values)
+    v = row_values(rule, n_classes=3)
+    assert len(v.disagreement) == (T + 1) * (T + 2) // 2 and v.disagreement.max() <= 0.01
+    np.testing.assert_allclose(v.disagreement, rule.row_disagreement, rtol=1e-12, atol=1e-16)
     table = rule.table()
     urns = compositions(T, 3)
     for i in [int(np.argmax(rule.row_disagreement)), 0, len(urns) // 2, len(urns) - 1]:
