@@ -217,7 +217,7 @@ def _near_ties(urns):
     return np.nonzero(top[:, -1] - top[:, -2] <= 1)[0]
 
 
-def _solve_lp(m, delta, weights, objective, worst_set):
+def _solve_lp(m, delta, weights, objective, worst_set, tie_break=TIE_BREAK):
     from scipy.optimize import linprog  # HiGHS; imported when a per-row policy is first built
 
     S, C = len(m.states), len(m.urns)
@@ -235,7 +235,7 @@ def _solve_lp(m, delta, weights, objective, worst_set):
         A_ub = [sparse.hstack([A_ub[0], sparse.csr_matrix((C, 1))]),
                 sparse.hstack([members_rows, sparse.csr_matrix((k, S)), -sparse.csr_matrix(np.ones((k, 1)))])]
         b_ub.append(np.zeros(k))
-        c = np.concatenate([TIE_BREAK * mean_cost, np.zeros(S), [1.0]])
+        c = np.concatenate([tie_break * mean_cost, np.zeros(S), [1.0]])
         A_eq = sparse.hstack([m.flow, sparse.csr_matrix((S, 1))])
         bounds = np.column_stack([np.concatenate([np.zeros(2 * S), [0.0]]),
                                   np.concatenate([x_bounds, y_bounds, [np.inf]])])
