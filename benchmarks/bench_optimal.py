@@ -26,10 +26,10 @@ Against T (``results/speed/optimal_sizes.csv``, ``--sizes``): for each size up t
 three) a forest of ``T`` trees is fitted (its time beside), then the budget
 mode is built from its out-of-bag votes as ``fit`` builds it (best of ``--repeat``), on one thread
 and, as ``HaltingClassifier(..., n_jobs=2)`` builds it, with its folds on two
-(``budget_mode_seconds_2_threads``); the same for the per-row guarantee
-(``guarantee="per-row"``: a linear program up to :data:`ensvote.optimal.LP_T`,
-its Lagrangian dual beyond) up to :data:`ensvote.optimal.MAX_PER_ROW_T` (1,001
-and 201), on one thread.
+(``budget_mode_seconds_2_threads``); the same for the per-row guarantees
+(``guarantee="per-row"`` and ``"minimax"``: a linear program up to
+:data:`ensvote.optimal.LP_T`, its Lagrangian dual beyond) up to
+:data:`ensvote.optimal.MAX_PER_ROW_T` (1,001 and 201), on one thread.
 """
 
 import argparse
@@ -69,7 +69,8 @@ def sizes(args):
     for name, l in (("pima", 2), ("waveform", 3)):
         X, y = datasets.load(name, **({"n_samples": 300, "random_state": ev.SEED} if name == "waveform" else {}))
         X, y = X[:500], y[:500]
-        runs = [(T, "average") for T in SIZE_GRID[l]] + [(T, "per-row") for T in PER_ROW_GRID[l]]
+        runs = [(T, "average") for T in SIZE_GRID[l]] + [(T, g) for g in ("per-row", "minimax")
+                                                         for T in PER_ROW_GRID[l]]
         for T, guarantee in runs:
             assert T <= (optimal.MAX_OPTIMAL_T if guarantee == "average" else optimal.MAX_PER_ROW_T)[l]
             t0 = time.perf_counter()
