@@ -212,7 +212,9 @@ class OptimalRule(HaltingRule):
         A compute budget instead of a disagreement budget: the policy with
         at most this many expected members per row, under the prior, and the
         least expected disagreement with the full ensemble (among the
-        λ-optimal policies; see ``expected_disagreement``).
+        λ-optimal policies and the disagreement budget's tables between the
+        two around the budget; see ``expected_disagreement``).  A budget
+        above ``T`` is taken as ``T``.
     prior : None, array of shape (T + 1,) or (support, probs)
         Prior over the full vote vector (see
         :func:`ensvote.confidence.check_prior`); None is uniform.
