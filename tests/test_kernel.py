@@ -374,3 +374,29 @@ def test_kernel_with_single_node_trees():
     _check(clf, Xt, ref, "single-node trees")
     for i in range(0, 50, 7):
         assert clf.predict(Xt[i:i + 1])[0] == clf.classes_[ref.labels[i]]
+
+
+@pytest.mark.parametrize("T,l,confidence", [(3, 2, 0.95), (5, 2, 0.95), (31, 2, 0.95), (64, 2, 0.9999),
+                                            (101, 3, 0.95), (201, 2, 0.9999)])
+def test_rows_in_pairs_stop_where_the_block_loop_stops(T, l, confidence):
+    # small requests take the rows two at a time, each walking four trees, the next row taking a stopped row's
+    # place (kernel._rows_in_pairs); the count code at each row's stop must be the block loop's, for every
+    # request size (odd, even, one row), trees left fewer than four, rows that never stop, and NaN
+    X, y = load("twonorm" if l == 2 else "waveform", n_samples=500, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED, max_depth=8),
+                               confidence=confidence).fit(X[:300], y[:300])
+    Xte = np.ascontiguousarray(X[300:], dtype=np.float32)
+    Xte[3, 2] = Xte[8, 0] = np.nan
+    table, layout, check = engine.stop_table(clf.rule_, T, l).kernel_args()
+    fa = clf._ensemble.arrays
+    code_end, n_queried = kernel.run_forest(Xte, fa, table, layout, check)
+    assert 1 < len(np.unique(n_queried))  # rows stop at many trees
+    assert (n_queried == T).any() or T > 100  # and some never (with two classes and T odd, a vote of T - 1 ties)
+    width = Xte.shape[1]
+    for n in (1, 2, 3, 8, 9, 37, len(Xte)):
+        K = np.empty(n * width, dtype=np.int32)
+        kernel.row_keys(Xte[:n], 0, n, K)
+        codes = np.full(n, -1, dtype=np.int64)
+        kernel._rows_in_pairs(K, np.uint64(width), n, fa.records, fa.node_code, fa.roots, table, layout, check,
+                              codes)
+        assert np.array_equal(codes, code_end[:n]), n
