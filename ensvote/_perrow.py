@@ -274,24 +274,49 @@ def per_row_policy(T, l, delta, weights, objective="per-row", max_rounds=20):
     return lp_policy(m, delta, weights, objective, max_rounds)
 
 
+def _lp_solution(m, delta, weights, objective, worst_set, tie_break=TIE_BREAK):
+    """The linear program's (randomised) solution: ``(theta, objective value, worst_set)``.
+
+    For minimax the worst case is constrained at the compositions of
+    ``worst_set`` (the near ties to begin with); any other composition whose
+    members exceed the solution's worst case joins the set and the program
+    is solved again.
+    """
+    while True:
+        theta, res = _solve_lp(m, delta, weights, objective, worst_set, tie_break)
+        if objective != "minimax":
+            return theta, float(res.fun), worst_set
+        members, _ = m.evaluate(theta)
+        z = res.x[-1]
+        over = np.nonzero(members > z * (1 + 1e-9) + 1e-9)[0]
+        if not len(over):  # the worst case lies among the constrained compositions
+            return theta, float(z), worst_set
+        worst_set = np.union1d(worst_set, over)  # pragma: no cover - not seen for l <= 3
+
+
+def lp_optimum(m, delta, weights, objective="per-row", tie_break=TIE_BREAK):
+    """The linear program's randomised optimum on a :class:`PerRowModel` ``m``: ``(members, disagreement,
+    value)``, members and disagreement per composition (:attr:`PerRowModel.urns`), ``value`` the objective.
+
+    ``tie_break=0.0`` gives the minimax program as Kalman & Moscovich state
+    it (the worst composition's members only): it has many optima, and the
+    solver returns one.
+    """
+    theta, value, _ = _lp_solution(m, delta, np.asarray(weights, dtype=float), objective, _near_ties(m.urns),
+                                   tie_break)
+    members, disagreement = m.evaluate(theta)
+    return members, disagreement, value
+
+
 def lp_policy(m, delta, weights, objective="per-row", max_rounds=20):
     """:func:`per_row_policy` by the linear program itself, on a :class:`PerRowModel` ``m`` of any size."""
     weights = np.asarray(weights, dtype=float)
     worst_set = _near_ties(m.urns)
     target, optimum = delta, None
     for _ in range(max_rounds):
-        while True:
-            theta, res = _solve_lp(m, target, weights, objective, worst_set)
-            if objective != "minimax":
-                break
-            members, _ = m.evaluate(theta)
-            z = res.x[-1]
-            over = np.nonzero(members > z * (1 + 1e-9) + 1e-9)[0]
-            if not len(over):  # the worst case lies among the constrained compositions
-                break
-            worst_set = np.union1d(worst_set, over)  # pragma: no cover - not seen for l <= 3
+        theta, value, worst_set = _lp_solution(m, target, weights, objective, worst_set)
         if optimum is None:
-            optimum = float(res.fun) if objective == "per-row" else float(res.x[-1])
+            optimum = value
         stops = theta >= 1.0 - 1e-9
         stops[m.sums == m.T] = True
         stops[m.sums == 0] = False

@@ -15,10 +15,10 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import kernel
 from ._utils import SEED
-from ._validation import check_positive_int, check_probability
+from ._validation import check_probability
 from .engine import HaltResult, TreeEnsemble
 from .confidence import soft_lead_needed
-from .optimal import OptimalRule, check_budget, check_guarantee, check_members, check_size
+from .optimal import OptimalRule, check_budget, check_ensemble_size, check_guarantee, check_members
 from .rules import REGISTRY, HaltingRule, UrnRule, make_rule
 
 __all__ = ["HaltingClassifier"]
@@ -423,8 +423,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             raise ValueError("HaltingClassifier needs at least 2 classes in y; got 1 class")
         if self.voting == "hard" and self._rule_class() is OptimalRule:
             # a forest too large (or too many classes) for the optimal policy is refused before it is grown
-            check_size(check_positive_int(est.get_params()["n_estimators"], name="n_estimators"), n_classes,
-                       self.guarantee)
+            check_ensemble_size(est.get_params()["n_estimators"], n_classes, self.guarantee, name="n_estimators")
         self.estimator_ = clone(est).fit(X, y, **fit_params)
         self.classes_ = self.estimator_.classes_
         members = self.estimator_.estimators_

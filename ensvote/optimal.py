@@ -110,27 +110,27 @@ def _check_per_row_T(T, n_classes, guarantee):
     largest = MAX_PER_ROW_T[n_classes]
     if T > largest:
         limits = " and ".join(f"T <= {t:,} with {l} classes" for l, t in MAX_PER_ROW_T.items())
-        instead = (f"guarantee='average' (the budget mode, to T = {MAX_OPTIMAL_T[n_classes]:,} with {n_classes} "
-                   "classes), " if MAX_OPTIMAL_T[n_classes] > largest else "")
         raise ValueError(f"T={T} is above the largest ensemble a guarantee={guarantee!r} policy is computed for: its "
                          f"linear program over every vote vector (or that program's Lagrangian dual, above "
-                         f"T = {LP_T[n_classes]:,}) is solved for {limits} (MAX_PER_ROW_T); use {instead}an "
-                         f"ensemble of at most {largest:,} members, or rule='urn' / rule='infinite' (a confidence "
-                         "level instead of a disagreement budget, for any T)")
+                         f"T = {LP_T[n_classes]:,}) is solved for {limits} (MAX_PER_ROW_T); use an ensemble of "
+                         f"at most {largest:,} members, or rule='urn' / rule='infinite' (a confidence level "
+                         "instead of a disagreement budget, for any T)")
 
 
-def check_size(T, n_classes, guarantee="average"):
-    """Refuse an ensemble size or number of classes the optimal policy is not computed for.
+def check_ensemble_size(T, n_classes, guarantee="average", *, name="T"):
+    """``T`` if the optimal policy with ``guarantee`` is computed for ``T`` members and ``n_classes`` classes.
 
-    The same limits and messages as :class:`OptimalRule` and
-    :meth:`OptimalRule.from_params`; the classifier calls it before it grows
-    the forest.
+    The limits and messages of :class:`OptimalRule` and
+    :meth:`OptimalRule.from_params` (``name`` names ``T`` in the error of a
+    non-integer); the classifier calls it before it grows the forest.
     """
+    T = check_positive_int(T, name=name)
     check_classes(n_classes)
-    if guarantee == "average":
+    if check_guarantee(guarantee) == "average":
         _check_T(T, n_classes)
     else:
         _check_per_row_T(T, n_classes, guarantee)
+    return T
 
 
 def check_classes(l):
@@ -328,7 +328,7 @@ class OptimalRule(HaltingRule):
         else:
             check_members(max_members, n_members)
         if n_classes is not None:  # before any prior is estimated
-            check_size(check_positive_int(n_members, name="n_members"), n_classes, guarantee)
+            check_ensemble_size(n_members, n_classes, guarantee, name="n_members")
         if isinstance(prior, str) and prior == "oob":
             if guarantee != "average":
                 v, T, resolution = VoteMixture.checked_votes(oob_votes(), n_members)

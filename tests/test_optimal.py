@@ -298,6 +298,24 @@ def test_unsupported_sizes_and_classes():
     assert 0 < policy_value(ev.UrnRule(301, 0.99), None).members < 301
 
 
+def test_check_ensemble_size_refuses_bad_arguments():
+    from ensvote.optimal import check_ensemble_size
+
+    assert check_ensemble_size(201, 3) == 201 and check_ensemble_size(1001, 2, "minimax") == 1001
+    with pytest.raises(TypeError, match="n_estimators"):
+        check_ensemble_size("101", 2, name="n_estimators")
+    with pytest.raises(ValueError, match="n_estimators"):
+        check_ensemble_size(0, 2, name="n_estimators")
+    with pytest.raises(ValueError, match="2 or 3 classes, got n_classes=4"):
+        check_ensemble_size(11, 4)
+    with pytest.raises(ValueError, match="guarantee must be one of"):
+        check_ensemble_size(11, 2, "worst")
+    with pytest.raises(ValueError, match=r"T=202 is above .*T <= 201 with 3 classes"):
+        check_ensemble_size(202, 3)
+    with pytest.raises(ValueError, match=r"T=1002 is above .*MAX_PER_ROW_T"):
+        check_ensemble_size(1002, 2, "per-row")
+
+
 class _NotToBeGrown(RandomForestClassifier):
     """A forest whose fit fails loudly: the classifier must refuse the configuration before it grows it."""
 
@@ -305,20 +323,26 @@ class _NotToBeGrown(RandomForestClassifier):
         raise AssertionError("the forest was grown before the configuration was checked")
 
 
-def test_classifier_refuses_sizes_and_classes_before_growing_the_forest():
+#: The budgets and guarantees of rule="optimal", and what the refusal of a too-large forest names.
+_OPTIMAL_MODES = [(dict(disagreement=0.01), r"; use rule='urn'"), (dict(max_members=5), r"; use rule='urn'"),
+                  (dict(disagreement=0.01, guarantee="per-row"), r"MAX_PER_ROW_T\); use an ensemble .*rule='urn'"),
+                  (dict(disagreement=0.01, guarantee="minimax"), r"MAX_PER_ROW_T\); use an ensemble .*rule='urn'")]
+
+
+@pytest.mark.parametrize("mode,use", _OPTIMAL_MODES)
+def test_classifier_refuses_sizes_and_classes_before_growing_the_forest(mode, use):
     X, y = ev.datasets.load("twonorm", n_samples=120, random_state=0)
+    y3 = np.arange(len(y)) % 3
     for T, labels, match in [
-        (MAX_OPTIMAL_T[2] + 2, y, r"T=1003 is above .*; use rule='urn'"),
-        (MAX_OPTIMAL_T[3] + 2, np.arange(len(y)) % 3, r"T=203 is above .*T <= 201 with 3 classes"),
+        (MAX_OPTIMAL_T[2] + 2, y, r"T=1003 is above .*" + use),
+        (MAX_OPTIMAL_T[3] + 2, y3, r"T=203 is above .*T <= 201 with 3 classes"),
         (11, np.arange(len(y)) % 4, r"2 or 3 classes, got n_classes=4; rule='urn' and rule='infinite' take any"),
     ]:
-        for budget in (dict(disagreement=0.01), dict(max_members=5)):
-            clf = ev.HaltingClassifier(_NotToBeGrown(n_estimators=T), rule="optimal", **budget)
-            with pytest.raises(ValueError, match=match):
-                clf.fit(X, labels)
+        clf = ev.HaltingClassifier(_NotToBeGrown(n_estimators=T), rule="optimal", **mode)
+        with pytest.raises(ValueError, match=match):
+            clf.fit(X, labels)
     with pytest.raises(AssertionError, match="grown"):  # within the limits the forest is grown
-        ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_OPTIMAL_T[3]), rule="optimal").set_params(
-            disagreement=0.01).fit(X, np.arange(len(y)) % 3)
+        ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_OPTIMAL_T[3]), rule="optimal", **mode).fit(X, y3)
     with pytest.raises(AssertionError, match="grown"):  # the limits are the optimal rule's: others grow any forest
         ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_OPTIMAL_T[2] + 2), rule="urn").fit(X, y)
 

@@ -236,28 +236,6 @@ def test_classifier_refuses_bad_guarantee_before_fitting(params, match):
     assert not hasattr(clf, "estimator_")
 
 
-class _NotToBeGrown(RandomForestClassifier):
-    """A forest whose fit fails loudly: the classifier must refuse the configuration before it grows it."""
-
-    def fit(self, X, y, sample_weight=None):
-        raise AssertionError("the forest was grown before the configuration was checked")
-
-
-@pytest.mark.parametrize("guarantee", ["per-row", "minimax"])
-def test_classifier_refuses_a_forest_beyond_the_limit_before_growing_it(guarantee):
-    X, y = ev.datasets.load("twonorm", n_samples=100, random_state=0)
-    clf = ev.HaltingClassifier(_NotToBeGrown(n_estimators=MAX_PER_ROW_T[2] + 2, random_state=0),
-                               rule="optimal", disagreement=0.01, guarantee=guarantee)
-    with pytest.raises(ValueError, match=r"T=1003 is above .*MAX_PER_ROW_T"):
-        clf.fit(X, y)
-    y3 = np.arange(len(y)) % 3  # three classes: the limit is 201
-    clf.set_params(estimator=_NotToBeGrown(n_estimators=MAX_PER_ROW_T[3] + 2, random_state=0))
-    with pytest.raises(ValueError, match=r"T=203 is above .*T <= 201 with 3 classes"):
-        clf.fit(X, y3)
-    with pytest.raises(AssertionError, match="grown"):  # within the limit the forest is grown
-        clf.set_params(estimator=_NotToBeGrown(n_estimators=MAX_PER_ROW_T[3], random_state=0)).fit(X, y3)
-
-
 def test_model_flow_reaches_every_vote_vector_once():
     m = model(12, 3)
     # the policy that never stops before T reaches every vote vector with w = 1 and stops at T
