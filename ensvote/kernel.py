@@ -254,7 +254,8 @@ def _stops_bits(table, code, lay):
         i = s * (s + 1) * (s + 2) // 6 + t0 * (s + 1) - t0 * (t0 - 1) // 2 + t1
     ok = c < lay[2]
     i = i if ok else 0
-    return ok & (((table[i >> 3] >> (7 - (i & 7))) & 1) != 0)
+    u = np.uint64(i)
+    return ok & (((table[u >> np.uint64(3)] >> (np.uint64(7) - (u & np.uint64(7)))) & np.uint64(1)) != 0)
 
 
 def _stops(table, code, lay):
@@ -266,7 +267,7 @@ def _stops(table, code, lay):
 @overload(_stops)
 def _stops_impl(table, code, lay):
     if isinstance(lay, types.NoneType):
-        return lambda table, code, lay: table[code]
+        return lambda table, code, lay: table[np.uint64(code)]
     return lambda table, code, lay: _stops_bits(table, code, lay)
 
 
@@ -396,17 +397,18 @@ def _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, la
         root = np.uint32(roots[j])
         _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
         if j + 1 < T and check[j + 1]:
-            keep = 0
+            keep = np.uint64(0)  # (unsigned indices: no test for negative ones)
             for i in range(n_active):
                 c = code[i] + node_code[leaf_of[i]]
+                r = np.uint64(active[i])
                 if _stops(table, c, lay):
-                    code_end[active[i]] = c
-                    n_queried[active[i]] = j + 1
+                    code_end[r] = c
+                    n_queried[r] = j + 1
                 else:
-                    active[keep] = active[i]
+                    active[keep] = r
                     code[keep] = c
-                    keep += 1
-            n_active = keep
+                    keep += np.uint64(1)
+            n_active = np.int64(keep)
         else:  # no count vector with j + 1 votes stops
             for i in range(n_active):
                 code[i] += node_code[leaf_of[i]]
