@@ -71,7 +71,12 @@ Sections (column ``section`` of the CSV):
 ``cores``
     The same batch (HYPER rule) with ``n_jobs`` threads (column ``n_jobs``):
     ``value`` is ensvote's time with one thread / with ``n_jobs``; the
-    engines also get ``n_jobs`` threads for the ``vs_*`` columns.
+    engines also get ``n_jobs`` threads for the ``vs_*`` columns.  The best
+    of ``CORE_ROUNDS`` x ``--repeat`` rounds: on a virtual machine a second
+    core's speed changes from one second to the next (on the 2-vCPU VM of
+    ``results/speed``, consecutive rounds of five gave 1.33x to 1.86x for
+    the same call, with no steal time reported), and the best of more
+    rounds spread over a few seconds is a moment when both cores ran.
 ``batch_size``
     Batches of 1 .. ``--rows`` rows (HYPER), one thread: the ``vs_*``
     columns.
@@ -137,6 +142,8 @@ FIELDS = ["section", "dataset", "rule", "n_rows", "n_classes", "n_jobs", "tree_s
 #: fraction of each feature's standard deviation, so that the 10^5 rows are distinct
 JITTER = 0.1
 BATCH_SIZES = (1, 10, 100, 1_000, 10_000, 100_000)
+#: The ``cores`` section's rounds, in multiples of ``--repeat`` (see the module docstring).
+CORE_ROUNDS = 4
 
 
 def clock(f):
@@ -361,7 +368,8 @@ def machine(args, cores):
             "treelite": version("treelite"), "ydf": version("ydf"),
             "ensvote": getattr(ev, "__version__", "dev"), "platform": platform.platform(),
             "n_jobs": 1, "cores_n_jobs": cores, "T": args.trees, "alpha": ALPHA, "rows": args.rows,
-            "repeat": args.repeat, "command": " ".join(["benchmarks/bench_speed.py"] + (argv_shown(args)))}
+            "repeat": args.repeat, "cores_rounds": CORE_ROUNDS * args.repeat,
+            "command": " ".join(["benchmarks/bench_speed.py"] + (argv_shown(args)))}
 
 
 def argv_shown(args):
@@ -475,9 +483,10 @@ def main(argv=None):
             par.predict(Xte[:1000])
             # ensvote with one thread and with n_jobs, in turn; then the engines with n_jobs threads
             release_threads(n_jobs)
-            t, outs = interleaved([lambda: clf.predict(Xte), lambda: par.predict(Xte)], args.repeat)
+            t, outs = interleaved([lambda: clf.predict(Xte), lambda: par.predict(Xte)],
+                                  CORE_ROUNDS * args.repeat)
             assert np.array_equal(outs[0], outs[1])  # identical labels for any n_jobs
-            tb, outs = interleaved([lambda f=f: f(Xte) for f in base_n.values()], args.repeat)
+            tb, outs = interleaved([lambda f=f: f(Xte) for f in base_n.values()], CORE_ROUNDS * args.repeat)
             for e, o in zip(base_n, outs):
                 if not np.array_equal(o, ref):
                     print(f"  [{e}] WARNING: with {n_jobs} threads, labels unlike the forest's predict on "
