@@ -469,6 +469,80 @@ def _soft_final(S, i, l, T):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _soft_pass2(S, active, leaf_of, n_active, leaf_proba, R, T, lead, walked, label, n_queried, total):
+    """:func:`_soft_block`'s pass over its rows after a member, two classes: the same sums, leader and stop as
+    :func:`_soft_leader` (``lead`` = ``need[j] + eps``) and :func:`_soft_final` (``R`` = 0) with the two
+    classes written out, and unsigned indices (no test for negative ones).  The rows still voting."""
+    keep = np.uint64(0)
+    for i in range(n_active):
+        f = np.uint64(leaf_of[i])
+        s0 = S[i, 0] + leaf_proba[f, 0]
+        s1 = S[i, 1] + leaf_proba[f, 1]
+        if R == 0:
+            c = 1 if s1 / T > s0 / T else 0
+        else:
+            c = 1 if s1 > s0 else 0
+            if (s1 - s0 if c else s0 - s1) <= lead:
+                c = -1
+        if c >= 0:
+            r = np.uint64(active[i])
+            label[r] = c
+            n_queried[r] = walked
+            total[r, 0] = s0
+            total[r, 1] = s1
+        else:
+            active[keep] = active[i]
+            S[keep, 0] = s0
+            S[keep, 1] = s1
+            keep += np.uint64(1)
+    return np.int64(keep)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _soft_pass3(S, active, leaf_of, n_active, leaf_proba, R, T, lead, walked, label, n_queried, total):
+    """:func:`_soft_pass2` for three classes."""
+    keep = np.uint64(0)
+    for i in range(n_active):
+        f = np.uint64(leaf_of[i])
+        s0 = S[i, 0] + leaf_proba[f, 0]
+        s1 = S[i, 1] + leaf_proba[f, 1]
+        s2 = S[i, 2] + leaf_proba[f, 2]
+        if R == 0:
+            c = 0
+            best = s0 / T
+            if s1 / T > best:
+                c = 1
+                best = s1 / T
+            if s2 / T > best:
+                c = 2
+        else:
+            c = 0
+            sc = s0
+            if s1 > sc:
+                c = 1
+                sc = s1
+            if s2 > sc:
+                c = 2
+                sc = s2
+            if (c != 0 and sc - s0 <= lead) or (c != 1 and sc - s1 <= lead) or (c != 2 and sc - s2 <= lead):
+                c = -1
+        if c >= 0:
+            r = np.uint64(active[i])
+            label[r] = c
+            n_queried[r] = walked
+            total[r, 0] = s0
+            total[r, 1] = s1
+            total[r, 2] = s2
+        else:
+            active[keep] = active[i]
+            S[keep, 0] = s0
+            S[keep, 1] = s1
+            S[keep, 2] = s2
+            keep += np.uint64(1)
+    return np.int64(keep)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _soft_block(Xb, wide, width, a, b, rec, depth, leaf_proba, roots, eps, need, label,
                 n_queried, total):
     """Soft voting over rows ``a..b-1``: each row's probability sums member by member, in member order
@@ -490,6 +564,14 @@ def _soft_block(Xb, wide, width, a, b, rec, depth, leaf_proba, roots, eps, need,
         root = np.uint32(roots[j])
         _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
         R = T - (j + 1)
+        if l == 2:
+            n_active = _soft_pass2(S, active, leaf_of, n_active, leaf_proba, R, T, need[j] + eps, j + 1, label,
+                                   n_queried, total)
+            continue
+        if l == 3:
+            n_active = _soft_pass3(S, active, leaf_of, n_active, leaf_proba, R, T, need[j] + eps, j + 1, label,
+                                   n_queried, total)
+            continue
         keep = 0
         for i in range(n_active):
             for k in range(l):

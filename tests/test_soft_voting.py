@@ -105,6 +105,30 @@ def test_a_clear_lead_stops_as_soon_as_the_rest_cannot_catch_up():
     assert res.labels[0] == 1 and res.n_queried[0] == 6  # 6 > 5 members left
 
 
+@pytest.mark.parametrize("l", [2, 3, 4])
+def test_a_lead_of_exactly_the_margin_goes_on(l):
+    # class 1 leads by exactly 3 after 3 members; the margin after member 3 is set so that need + eps is 3.0:
+    # "leads by more than" the margin is false, so the row goes on (two and three classes take loops of their
+    # own in the compiled kernel, more classes the general one; sparse rows the numpy loop)
+    from ensvote.kernel import soft_margin
+
+    P = np.zeros((6, l))
+    P[:3, 1] = 1.0
+    P[3:, 0] = 1.0
+    eps = soft_margin(len(P))
+    need = np.full(len(P), np.inf)
+    need[2] = 3.0 - eps
+    assert need[2] + eps == 3.0
+    ens = _stumps(len(P), P)
+    for X in (np.zeros((1, 1), dtype=np.float32), sparse.csr_matrix(np.zeros((1, 1), dtype=np.float32))):
+        res = ens.soft_halt(X, need=need)
+        assert res.n_queried[0] == 6 and res.labels[0] == 0  # the 3:3 tie at the end, to the lower index
+        need_less = need.copy()
+        need_less[2] = np.nextafter(need[2], -np.inf)  # a hair less: the lead of 3 is now more, it stops
+        res = ens.soft_halt(X, need=need_less)
+        assert res.n_queried[0] == 3 and res.labels[0] == 1
+
+
 def test_soft_voting_takes_no_rule_and_refuses_bad_values():
     X, y, _ = _problem("twonorm", 200)
     forest = RandomForestClassifier(n_estimators=5, random_state=0)
