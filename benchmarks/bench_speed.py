@@ -72,11 +72,12 @@ Sections (column ``section`` of the CSV):
     The same batch (HYPER rule) with ``n_jobs`` threads (column ``n_jobs``):
     ``value`` is ensvote's time with one thread / with ``n_jobs``; the
     engines also get ``n_jobs`` threads for the ``vs_*`` columns.  The best
-    of ``CORE_ROUNDS`` x ``--repeat`` rounds: on a virtual machine a second
-    core's speed changes from one second to the next (on the 2-vCPU VM of
-    ``results/speed``, consecutive rounds of five gave 1.33x to 1.86x for
-    the same call, with no steal time reported), and the best of more
-    rounds spread over a few seconds is a moment when both cores ran.
+    of ``CORE_ROUNDS`` x ``--repeat`` rounds and of as many more as fit in
+    ``CORE_SECONDS`` seconds: on a virtual machine a second core's speed
+    changes from one second to the next (on the 2-vCPU VM of
+    ``results/speed``, consecutive rounds of five gave 1.2x to 1.9x for the
+    same call, with no steal time reported), and the best of rounds spread
+    over a few seconds is a moment when both cores ran.
 ``batch_size``
     Batches of 1 .. ``--rows`` rows (HYPER), one thread: the ``vs_*``
     columns.
@@ -142,8 +143,10 @@ FIELDS = ["section", "dataset", "rule", "n_rows", "n_classes", "n_jobs", "tree_s
 #: fraction of each feature's standard deviation, so that the 10^5 rows are distinct
 JITTER = 0.1
 BATCH_SIZES = (1, 10, 100, 1_000, 10_000, 100_000)
-#: The ``cores`` section's rounds, in multiples of ``--repeat`` (see the module docstring).
+#: The ``cores`` section's rounds, at least this many times ``--repeat`` and at least
+#: ``CORE_SECONDS`` seconds of them (see the module docstring).
 CORE_ROUNDS = 4
+CORE_SECONDS = 3.0
 
 
 def clock(f):
@@ -152,14 +155,18 @@ def clock(f):
     return time.perf_counter() - t0, out
 
 
-def interleaved(fs, repeat):
-    """Best-of-``repeat`` time of each callable, the callables run in turn."""
+def interleaved(fs, repeat, seconds=0.0):
+    """Best-of-``repeat`` time of each callable, the callables run in turn (and more rounds until
+    ``seconds`` have passed)."""
     best = [np.inf] * len(fs)
     outs = [None] * len(fs)
-    for _ in range(repeat):
+    start = time.perf_counter()
+    k = 0
+    while k < repeat or time.perf_counter() - start < seconds:
         for i, f in enumerate(fs):
             t, outs[i] = clock(f)
             best[i] = min(best[i], t)
+        k += 1
     return best, outs
 
 
@@ -369,6 +376,7 @@ def machine(args, cores):
             "ensvote": getattr(ev, "__version__", "dev"), "platform": platform.platform(),
             "n_jobs": 1, "cores_n_jobs": cores, "T": args.trees, "alpha": ALPHA, "rows": args.rows,
             "repeat": args.repeat, "cores_rounds": CORE_ROUNDS * args.repeat,
+            "cores_seconds": CORE_SECONDS,
             "command": " ".join(["benchmarks/bench_speed.py"] + (argv_shown(args)))}
 
 
@@ -484,9 +492,10 @@ def main(argv=None):
             # ensvote with one thread and with n_jobs, in turn; then the engines with n_jobs threads
             release_threads(n_jobs)
             t, outs = interleaved([lambda: clf.predict(Xte), lambda: par.predict(Xte)],
-                                  CORE_ROUNDS * args.repeat)
+                                  CORE_ROUNDS * args.repeat, CORE_SECONDS)
             assert np.array_equal(outs[0], outs[1])  # identical labels for any n_jobs
-            tb, outs = interleaved([lambda f=f: f(Xte) for f in base_n.values()], CORE_ROUNDS * args.repeat)
+            tb, outs = interleaved([lambda f=f: f(Xte) for f in base_n.values()], CORE_ROUNDS * args.repeat,
+                                   CORE_SECONDS)
             for e, o in zip(base_n, outs):
                 if not np.array_equal(o, ref):
                     print(f"  [{e}] WARNING: with {n_jobs} threads, labels unlike the forest's predict on "
