@@ -67,7 +67,10 @@ Sections (column ``section`` of the CSV):
     trees: the decisions any engine must take), in nanoseconds; for
     ``ensvote steps`` it is ensvote's time over the levels its loop walks
     (each row the full depth of each tree: a leaf is its own child), so the
-    two ``ensvote`` rows differ by the steps walked beyond a row's leaf.
+    two ``ensvote`` rows differ by the steps walked beyond a row's leaf; for
+    ``ensvote nodes tested`` (a forest of small trees, tested by leaf masks
+    instead of walked: ``ensvote.kernel``), over the inner nodes tested
+    (every inner node of each tree, for each row).
 ``cores``
     The same batch (HYPER rule) with ``n_jobs`` threads (column ``n_jobs``):
     ``value`` is ensvote's time with one thread / with ``n_jobs``; the
@@ -280,9 +283,11 @@ def engines(forest, n_features, threads, missing):
     return out
 
 
-def decisions(forest, X):
+def decisions(forest, X, masked=False):
     """``(needed, walked)``: the inner nodes the rows of ``X`` pass on their way to their leaves, summed over
-    rows and trees, and the levels a walk of each tree's full depth takes (rows x the trees' depths summed)."""
+    rows and trees, and the work of ensvote's loop in its own unit: the levels a walk of each tree's full
+    depth takes (rows x the trees' depths summed) or, for a forest ``masked`` (walked by leaf masks, see
+    ``ensvote.kernel``), the inner nodes tested (rows x the trees' inner nodes summed)."""
     needed = walked = 0
     for est in forest.estimators_:
         t = est.tree_
@@ -291,7 +296,7 @@ def decisions(forest, X):
             if t.children_left[node] >= 0:
                 depth[t.children_left[node]] = depth[t.children_right[node]] = depth[node] + 1
         needed += int(depth[est.apply(X)].sum())
-        walked += len(X) * int(depth.max())
+        walked += len(X) * (int((t.children_left >= 0).sum()) if masked else int(depth.max()))
     return needed, walked
 
 
@@ -465,16 +470,18 @@ def main(argv=None):
             emit(section="batch", dataset=name, rule=label, n_rows=len(Xte), n_classes=l, n_jobs=1,
                  tree_speedup=sp, value=unlike if "voting" in kw or label == FULL_WALK else None, **cols)
             print(f"{name:12s} {label:9s} {sp:6.2f} {shown(cols)}", flush=True)
-            if label == FULL_WALK:  # the time per decision, each engine's and ensvote's, and ensvote's per step
-                needed, walked = decisions(forest, Xte)
+            if label == FULL_WALK:  # the time per decision, each engine's and ensvote's, and ensvote's per unit
+                masked = clf._ensemble.arrays.mask is not None  # small trees: tested by leaf masks, not walked
+                needed, walked = decisions(forest, Xte, masked)
+                unit = "ensvote nodes tested" if masked else "ensvote steps"
                 for e, te in [*zip(names, t[:-1]), ("ensvote", t[-1])]:
                     emit(section="per_node", dataset=name, rule=e, n_rows=len(Xte), n_classes=l, n_jobs=1,
                          value=1e9 * te / needed)
-                emit(section="per_node", dataset=name, rule="ensvote steps", n_rows=len(Xte), n_classes=l,
+                emit(section="per_node", dataset=name, rule=unit, n_rows=len(Xte), n_classes=l,
                      n_jobs=1, value=1e9 * t[-1] / walked)
                 print(f"{name:12s} ns per decision: " + ", ".join(
                     f"{e} {1e9 * te / needed:.2f}" for e, te in [*zip(names, t[:-1]), ("ensvote", t[-1])])
-                    + f"; ensvote per step walked {1e9 * t[-1] / walked:.2f} ({walked / needed:.2f} steps per "
+                    + f"; ensvote per {unit[8:]} {1e9 * t[-1] / walked:.2f} ({walked / needed:.2f} per "
                     "decision)", flush=True)
 
         if "HYPER" not in clfs:

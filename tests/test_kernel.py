@@ -8,6 +8,8 @@ both are checked here, as are the walk at the trees' exact thresholds,
 ``n_jobs``, the lean path and its errors, ``predict_proba`` and ``oob_votes_``.
 """
 
+import copy
+
 import numpy as np
 import pytest
 from scipy import sparse
@@ -400,3 +402,94 @@ def test_rows_in_pairs_stop_where_the_block_loop_stops(T, l, confidence):
         kernel._rows_in_pairs(K, np.uint64(width), n, fa.records, fa.node_code, fa.roots, table, layout, check,
                               codes)
         assert np.array_equal(codes, code_end[:n]), n
+
+
+def _mask_exits(fa, X32):
+    """Each row's exit leaf in each tree by the leaf masks, in numpy (the lowest bit left after clearing, at
+    every inner node the row leaves to the right, the leaves of its left subtree)."""
+    K = np.empty(X32.size, dtype=np.int32)
+    kernel.row_keys(X32, 0, len(X32), K)
+    K = K.reshape(X32.shape)
+    full = fa.mask[-1]
+    out = np.empty((len(X32), len(fa.roots)), dtype=np.int64)
+    for j in range(len(fa.roots)):
+        m = np.full(len(X32), full)
+        for k in range(fa.mask_start[j], fa.mask_start[j + 1]):
+            m[K[:, fa.mask_feature[k]] > fa.mask_key[k]] &= fa.mask[k]
+        low = np.array([(int(v) & -int(v)).bit_length() - 1 for v in m])  # the lowest set bit
+        out[:, j] = fa.mask_leaf[fa.mask_start[j] + j + low]
+    return out
+
+
+@pytest.mark.parametrize("leaves,word", [(8, np.uint32), (32, np.uint32), (33, np.uint64), (64, np.uint64),
+                                         (65, None)])
+def test_leaf_masks_give_each_row_the_leaf_the_tree_gives_it(leaves, word):
+    """Trees of at most 32 leaves get 32-bit masks, of at most 64 (MASK_LEAVES) 64-bit ones, larger none; the
+    lowest leaf left by the masks is the leaf ``Tree.apply`` gives, for every tree and row."""
+    X, y = load("waveform", n_samples=1400, random_state=ev.SEED)
+    est = RandomForestClassifier(9, max_leaf_nodes=leaves, random_state=ev.SEED).fit(X[:1000], y[:1000])
+    trees = [e.tree_ for e in est.estimators_]
+    assert max(t.n_leaves for t in trees) == leaves
+    fa = kernel.ForestArrays(trees, [None] * 9, [np.arange(t.node_count, dtype=np.int32) for t in trees])
+    if word is None:
+        assert fa.mask is None and fa.mask_args(fa.node_code) is None
+        return
+    assert fa.mask.dtype == word and fa.mask[-1] == ~word(0)
+    assert len(fa.mask_leaf) == sum(t.n_leaves for t in trees) and len(fa.mask_start) == 10
+    X32 = X[1000:].astype(np.float32)
+    on = np.repeat(X32[:60], 3, axis=0)  # rows on a threshold and one float32 step either side of it
+    inner = np.flatnonzero(fa.left != np.arange(fa.n_nodes))[:60]
+    for i, k in enumerate(inner):
+        thr = fa.threshold[k]
+        on[3 * i:3 * i + 3, fa.feature[k]] = [thr, np.nextafter(thr, -np.inf), np.nextafter(thr, np.inf)]
+    X32 = np.concatenate([X32, on])
+    own = fa.nodes([np.arange(t.node_count) for t in trees])  # each node's number in its own tree
+    exits = _mask_exits(fa, X32)
+    for j, t in enumerate(trees):
+        assert np.array_equal(own[exits[:, j]], t.apply(X32)), j
+
+
+def test_leaf_masks_of_single_node_trees():
+    X, y = np.zeros((4, 2)), np.zeros(4, dtype=int)
+    t = RandomForestClassifier(3, random_state=0).fit(X, y)
+    trees = [e.tree_ for e in t.estimators_]
+    fa = kernel.ForestArrays(trees, [None] * 3, [np.zeros(1, dtype=np.int32)] * 3)
+    assert fa.mask_start.tolist() == [0, 0, 0, 0] and fa.mask_leaf.tolist() == [0, 1, 2]
+    assert np.array_equal(_mask_exits(fa, X.astype(np.float32)), np.tile([0, 1, 2], (4, 1)))
+
+
+@pytest.mark.parametrize("T,l,leaves", [(51, 2, 20), (101, 2, 64), (101, 3, 40), (201, 3, 30)])
+def test_the_leaf_mask_loop_stops_where_the_walk_stops(T, l, leaves, monkeypatch):
+    """The forest loop by leaf masks gives each row the count code and members of the walk (the same loop with
+    the masks taken away): rows on the thresholds, blocks of 64 rows (rows stopping, moved together, the last few going on alone), a
+    block with NaN (walked), float64 rows, two threads, a request with an infinite value (None), the flat table
+    and the stop bits."""
+    X, y = load("twonorm" if l == 2 else "waveform", n_samples=1300, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(T, max_leaf_nodes=leaves, random_state=ev.SEED),
+                               confidence=0.99).fit(X[:300], y[:300])
+    fa = clf._ensemble.arrays
+    assert fa.mask is not None
+    walk = copy.copy(fa)
+    walk.mask = None
+    assert walk.mask_args(walk.node_code) is None
+    stops = engine.stop_table(clf.rule_, T, l)
+    args = stops.kernel_args()
+    assert (args[1] is None) == (T < 201)  # the flat table, or (T = 201, three classes) the stop bits
+    node_code = None if stops.flat else clf._ensemble._bits_node_code(stops)  # stop bits: radix 2 ** b
+    Xte = np.ascontiguousarray(X[300:])
+    inner = np.flatnonzero(fa.left != np.arange(fa.n_nodes))[::7][:100]
+    for i, k in enumerate(inner):  # rows on a threshold and one float32 step either side of it
+        thr = fa.threshold[k]
+        Xte[3 * i:3 * i + 3, fa.feature[k]] = [thr, np.nextafter(thr, -np.inf), np.nextafter(thr, np.inf)]
+    Xte[100, 3] = np.nan
+    monkeypatch.setattr(kernel, "BLOCK", 64)
+    for Xd in (Xte, Xte.astype(np.float32)):
+        for n in (1, 7, 8, 9, 63, 64, 65, 1000):
+            for n_jobs in (None, 2):
+                got = kernel.run_forest(Xd[:n], fa, *args, n_jobs=n_jobs, node_code=node_code)
+                ref = kernel.run_forest(Xd[:n], walk, *args, n_jobs=n_jobs, node_code=node_code)
+                assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), (n, n_jobs, Xd.dtype)
+    assert 1 < len(np.unique(ref[1])) and (ref[1] < T).any()
+    Xi = Xte.copy()
+    Xi[500, 2] = np.inf
+    assert kernel.run_forest(Xi, fa, *args) is None
