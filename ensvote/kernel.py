@@ -499,54 +499,54 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
         return 1
     if flags & 1:
         return 2
-    rows = np.arange(a, b)  # the row of each column
-    alive = np.ones(m, dtype=np.bool_)
-    code = np.zeros(m, dtype=np.int32)
+    rows = np.arange(a, b)  # the row of each column of keys
+    cols = np.arange(m).astype(np.uint64)  # the columns of the rows still voting, in order
+    code = np.zeros(m, dtype=np.int32)  # code[q]: the count code of the row of column cols[q]
     leaves = np.empty(m, dtype=mask.dtype)
     kr = np.empty(width, dtype=np.int32)
-    keep = np.empty(m, dtype=np.int64)
-    n_cur = m  # columns
-    n_alive = m
+    n_cur = m  # columns walked
+    n_alive = m  # rows still voting
     for j in range(T):
         if n_alive < 8:  # each row on alone, four trees at a time
-            for i in range(n_cur):
-                if alive[i]:
-                    for c in range(width):
-                        kr[c] = Kt[c, i]
-                    code_end[rows[i]], n_queried[rows[i]] = _finish_row(kr, np.uint64(0), j, code[i], rec,
-                                                                        node_code, roots, table, lay, check)
+            for q in range(n_alive):
+                i = cols[q]
+                for c in range(width):
+                    kr[c] = Kt[c, i]
+                r = rows[i]
+                code_end[r], n_queried[r] = _finish_row(kr, np.uint64(0), j, code[q], rec, node_code, roots, table,
+                                                        lay, check)
             return 0
-        mm = leaves
-        _mask_tree(Kt, n_cur, mask_feature, mask_key, mask, mask_start[j], mask_start[j + 1], mm)
+        _mask_tree(Kt, n_cur, mask_feature, mask_key, mask, mask_start[j], mask_start[j + 1], leaves)
         lj = leaf_code[mask_start[j] + j:]  # tree j's leaves' codes, left to right
         if j + 1 < T and check[j + 1]:
-            for i in range(n_cur):
-                if alive[i]:
-                    c = code[i] + lj[trailing_zeros(mm[i])]
-                    if _stops(table, c, lay):
-                        code_end[rows[i]] = c
-                        n_queried[rows[i]] = j + 1
-                        alive[i] = False
-                        n_alive -= 1
-                    else:
-                        code[i] = c
-            if 4 * n_alive <= 3 * n_cur and n_alive >= 8:  # move the rows still voting together
-                q = 0
-                for i in range(n_cur):
-                    if alive[i]:
-                        keep[q], rows[q], code[q], alive[q] = i, rows[i], code[i], True
-                        q += 1
+            keep = np.uint64(0)  # (unsigned indices: no test for negative ones)
+            for q in range(n_alive):
+                i = cols[q]
+                c = code[q] + lj[trailing_zeros(leaves[i])]
+                if _stops(table, c, lay):
+                    r = rows[i]
+                    code_end[r] = c
+                    n_queried[r] = j + 1
+                else:
+                    cols[keep] = i
+                    code[keep] = c
+                    keep += np.uint64(1)
+            n_alive = np.int64(keep)
+            if 4 * n_alive <= 3 * n_cur and n_alive >= 8:  # move the keys of the rows still voting together
                 for c in range(width):
                     for q in range(n_alive):
-                        Kt[c, q] = Kt[c, keep[q]]
+                        Kt[c, q] = Kt[c, cols[q]]
+                for q in range(n_alive):
+                    rows[q] = rows[cols[q]]
+                    cols[q] = q
                 n_cur = n_alive
         else:  # no count vector with j + 1 votes stops
-            for i in range(n_cur):
-                code[i] += lj[trailing_zeros(mm[i])]
-    for i in range(n_cur):
-        if alive[i]:
-            code_end[rows[i]] = code[i]
-            n_queried[rows[i]] = T
+            for q in range(n_alive):
+                code[q] += lj[trailing_zeros(leaves[cols[q]])]
+    for q in range(n_alive):
+        r = rows[cols[q]]
+        code_end[r] = code[q]
+        n_queried[r] = T
     return 0
 
 
