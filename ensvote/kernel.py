@@ -384,7 +384,7 @@ def _rows_in_pairs(K, width, n, rec, node_code, roots, table, lay, check, codes)
         codes[rb] = _finish_row(K, np.uint64(rb) * width, jb, cb, rec, node_code, roots, table, lay, check)[0]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
@@ -488,10 +488,10 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
     ``mask_*``): every inner node of the tree is compared for all the rows still voting at once, one column of
     their keys against the node's threshold, clearing the bits of the leaves of its left subtree where a row
     goes right; a row's exit leaf is the lowest bit left (the leaves numbered left to right).  The compiler
-    makes each node's comparison vector instructions (:func:`_mask_node`).  Rows that stop are left in place
-    until a quarter of the columns are stopped rows, then the keys of the rows still voting are moved
-    together.  Fewer than eight rows still voting go on alone (:func:`_finish_row`).  Returns 1 for a block
-    with an infinite value, 2 for one with NaN (for :func:`_forest_block`), else 0."""
+    makes each node's comparison vector instructions (:func:`_mask_tree`).  A row that stops leaves the list
+    of the columns still voting at once; the keys of the rows still voting are moved together once a quarter
+    of the columns are stopped rows.  Fewer than eight rows still voting go on alone (:func:`_finish_row`).
+    Returns 1 for a block with an infinite value, 2 for one with NaN (for :func:`_forest_block`), else 0."""
     T = roots.shape[0]
     m = b - a
     Kt, flags = _block_keys_columns(Xb, wide, width, a, b)
@@ -550,13 +550,6 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
     return 0
 
 
-@njit(cache=True, nogil=True)
-def _forest_one_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check, code_end, n_queried):
-    """:func:`_forest_block` compiled on its own (the leaf-mask loops call it for a block with NaN)."""
-    return _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check, code_end,
-                         n_queried)
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _forest_block_any(Xb, wide, n, width, block, k, rec, depth, node_code, roots, mask_feature, mask_key, mask,
                       mask_start, leaf_code, table, lay, check, code_end, n_queried):
@@ -567,8 +560,8 @@ def _forest_block_any(Xb, wide, n, width, block, k, rec, depth, node_code, roots
     r = _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_feature, mask_key, mask,
                             mask_start, leaf_code, table, lay, check, code_end, n_queried)
     if r == 2:
-        return _forest_one_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check, code_end,
-                                 n_queried)
+        return _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check, code_end,
+                             n_queried)
     return r == 1
 
 
@@ -624,6 +617,23 @@ def _soft_final(S, i, l, T):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _soft_record_or_keep(sums, c, i, keep, S, active, walked, label, n_queried, total):
+    """After a member, the row ``active[i]`` with class sums ``sums`` (a tuple): recorded with label ``c`` if
+    ``c >= 0``, else kept, its sums at place ``keep`` of the rows still voting; the next free place."""
+    if c >= 0:
+        r = np.uint64(active[i])
+        label[r] = c
+        n_queried[r] = walked
+        for k in range(len(sums)):
+            total[r, k] = sums[k]
+        return keep
+    active[keep] = active[i]
+    for k in range(len(sums)):
+        S[keep, k] = sums[k]
+    return keep + np.uint64(1)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _soft_pass2(S, active, leaf_of, n_active, leaf_proba, R, T, lead, walked, label, n_queried, total):
     """:func:`_soft_block`'s pass over its rows after a member, two classes: the same sums, leader and stop as
     :func:`_soft_leader` (``lead`` = ``need[j] + eps``) and :func:`_soft_final` (``R`` = 0) with the two
@@ -639,17 +649,7 @@ def _soft_pass2(S, active, leaf_of, n_active, leaf_proba, R, T, lead, walked, la
             c = 1 if s1 > s0 else 0
             if (s1 - s0 if c else s0 - s1) <= lead:
                 c = -1
-        if c >= 0:
-            r = np.uint64(active[i])
-            label[r] = c
-            n_queried[r] = walked
-            total[r, 0] = s0
-            total[r, 1] = s1
-        else:
-            active[keep] = active[i]
-            S[keep, 0] = s0
-            S[keep, 1] = s1
-            keep += np.uint64(1)
+        keep = _soft_record_or_keep((s0, s1), c, i, keep, S, active, walked, label, n_queried, total)
     return np.int64(keep)
 
 
@@ -681,19 +681,7 @@ def _soft_pass3(S, active, leaf_of, n_active, leaf_proba, R, T, lead, walked, la
                 sc = s2
             if (c != 0 and sc - s0 <= lead) or (c != 1 and sc - s1 <= lead) or (c != 2 and sc - s2 <= lead):
                 c = -1
-        if c >= 0:
-            r = np.uint64(active[i])
-            label[r] = c
-            n_queried[r] = walked
-            total[r, 0] = s0
-            total[r, 1] = s1
-            total[r, 2] = s2
-        else:
-            active[keep] = active[i]
-            S[keep, 0] = s0
-            S[keep, 1] = s1
-            S[keep, 2] = s2
-            keep += np.uint64(1)
+        keep = _soft_record_or_keep((s0, s1, s2), c, i, keep, S, active, walked, label, n_queried, total)
     return np.int64(keep)
 
 
