@@ -285,6 +285,39 @@ def _stops_impl(table, code, lay):
     return lambda table, code, lay: _stops_bits(table, code, lay)
 
 
+def _row_of(rows, i):
+    """The row of list entry ``i``: ``i`` itself if ``rows`` is None, else ``rows[i]`` (chosen when the loop is
+    compiled)."""
+
+
+@overload(_row_of)
+def _row_of_impl(rows, i):
+    if isinstance(rows, types.NoneType):
+        return lambda rows, i: i
+    return lambda rows, i: rows[i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _keep_voting(n, j, ids, rows, code, table, lay, code_end, n_queried):
+    """The stop check after ``j + 1`` votes over the ``n`` rows still voting (their votes added): entry ``q``
+    is the row :func:`_row_of` ``(rows, ids[q])`` with count code ``code[q]``.  A row that stops is recorded
+    (its code, ``j + 1`` members); the others keep their order at the front of ``ids`` and ``code``.  How
+    many are kept."""
+    keep = np.uint64(0)  # (unsigned indices: no test for negative ones)
+    for q in range(n):
+        i = ids[q]
+        c = code[q]
+        if _stops(table, c, lay):
+            r = np.uint64(_row_of(rows, i))
+            code_end[r] = c
+            n_queried[r] = j + 1
+        else:
+            ids[keep] = i
+            code[keep] = c
+            keep += np.uint64(1)
+    return np.int64(keep)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _finish_row(K, p, j, code, rec, node_code, roots, table, lay, check):
     """One row (its keys from ``K[p]``) that has walked ``j`` trees to count code ``code``, on to its stop:
@@ -410,22 +443,10 @@ def _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, la
             break
         root = np.uint32(roots[j])
         _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
-        if j + 1 < T and check[j + 1]:
-            keep = np.uint64(0)  # (unsigned indices: no test for negative ones)
-            for i in range(n_active):
-                c = code[i] + node_code[leaf_of[i]]
-                r = np.uint64(active[i])
-                if _stops(table, c, lay):
-                    code_end[r] = c
-                    n_queried[r] = j + 1
-                else:
-                    active[keep] = r
-                    code[keep] = c
-                    keep += np.uint64(1)
-            n_active = np.int64(keep)
-        else:  # no count vector with j + 1 votes stops
-            for i in range(n_active):
-                code[i] += node_code[leaf_of[i]]
+        for i in range(n_active):
+            code[i] += node_code[leaf_of[i]]
+        if j + 1 < T and check[j + 1]:  # (else no count vector with j + 1 votes stops)
+            n_active = _keep_voting(n_active, j, active, None, code, table, lay, code_end, n_queried)
     for i in range(n_active):
         code_end[active[i]] = code[i]
         n_queried[active[i]] = T
@@ -518,20 +539,10 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
             return 0
         _mask_tree(Kt, n_cur, mask_feature, mask_key, mask, mask_start[j], mask_start[j + 1], leaves)
         lj = leaf_code[mask_start[j] + j:]  # tree j's leaves' codes, left to right
-        if j + 1 < T and check[j + 1]:
-            keep = np.uint64(0)  # (unsigned indices: no test for negative ones)
-            for q in range(n_alive):
-                i = cols[q]
-                c = code[q] + lj[trailing_zeros(leaves[i])]
-                if _stops(table, c, lay):
-                    r = rows[i]
-                    code_end[r] = c
-                    n_queried[r] = j + 1
-                else:
-                    cols[keep] = i
-                    code[keep] = c
-                    keep += np.uint64(1)
-            n_alive = np.int64(keep)
+        for q in range(n_alive):
+            code[q] += lj[trailing_zeros(leaves[cols[q]])]
+        if j + 1 < T and check[j + 1]:  # (else no count vector with j + 1 votes stops)
+            n_alive = _keep_voting(n_alive, j, cols, rows, code, table, lay, code_end, n_queried)
             if 4 * n_alive <= 3 * n_cur and n_alive >= 8:  # move the keys of the rows still voting together
                 for c in range(width):
                     for q in range(n_alive):
@@ -540,9 +551,6 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
                     rows[q] = rows[cols[q]]
                     cols[q] = q
                 n_cur = n_alive
-        else:  # no count vector with j + 1 votes stops
-            for q in range(n_alive):
-                code[q] += lj[trailing_zeros(leaves[cols[q]])]
     for q in range(n_alive):
         r = rows[cols[q]]
         code_end[r] = code[q]
