@@ -1186,6 +1186,10 @@ class ForestArrays:
         entry at the end, all ones);
         ``mask_leaf`` the leaves of tree ``j`` from the left, from ``mask_start[j] + j`` (a tree has one leaf
         more than inner nodes)."""
+        self.mask_feature = self.mask_key = self.mask = self.mask_start = self.mask_leaf = None
+        most = int(sizes.max() + 1) // 2  # the most leaves of a tree (a tree of s nodes has (s + 1) / 2)
+        if most > MASK_LEAVES:
+            return
         n = len(leaf)
         left = self.left.astype(np.int64)
         n_leaves = leaf.astype(np.int64)  # leaves under each node
@@ -1193,10 +1197,6 @@ class ForestArrays:
         by_depth = [np.flatnonzero(~leaf & (node_depth == d)) for d in range(int(node_depth.max()) + 1)]
         for inner in reversed(by_depth):
             n_leaves[inner] = n_leaves[left[inner]] + n_leaves[left[inner] + 1]
-        most = int(n_leaves[self.roots].max())
-        self.mask_feature = self.mask_key = self.mask = self.mask_start = self.mask_leaf = None
-        if most > MASK_LEAVES:
-            return
         for inner in by_depth:
             low[left[inner]] = low[inner]
             low[left[inner] + 1] = low[inner] + n_leaves[left[inner]]
