@@ -28,9 +28,12 @@ four times its index, so a step reads its node through one base address
 and keeps more of the eight walks in registers.  A block without NaN
 takes a walk that does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
-cache); the rows of a small request (:func:`label_rows`, up to :data:`ROW_BY_ROW` rows), and
-each row of a block once fewer than eight are still voting, go on alone, four trees side by side
-until all four reach their leaves (:func:`_finish_row`).
+cache); each row of a block once fewer than eight are still voting goes on alone, four trees side by
+side until all four reach their leaves (:func:`_finish_row`).  The rows of a small request
+(:func:`label_rows`, up to :data:`ROW_BY_ROW` rows) have no block around them: two groups of four trees
+walk side by side, two rows' next four or one row's next eight (:func:`_rows_in_pairs`), and since such a
+walk reads nodes that are seldom in cache, each step asks for the records three levels further down
+before it needs them (:func:`_step_ahead`; a node's great-grandchildren follow one another).
 
 A forest of small trees (none with more than :data:`MASK_LEAVES` leaves) is not walked but *masked*
 (:func:`_forest_block_masks`) with the leaf bit vectors of QuickScorer (Lucchese, Nardini, Orlando, Perego,
@@ -74,7 +77,7 @@ __all__ = ["ForestArrays", "compile_kernels", "label_rows", "label_rows_bits", "
 #: Fewest rows per thread worth starting threads for (below, one thread runs them all).
 MIN_ROWS_PER_THREAD = 64
 #: Most rows of a request that :class:`ensvote.HaltingClassifier` labels row by row (:func:`label_rows`: one
-#: compiled call, each row on alone) rather than in blocks tree by tree (:func:`run_forest`).
+#: compiled call, two rows at a time) rather than in blocks tree by tree (:func:`run_forest`).
 ROW_BY_ROW = 32
 #: Rows the forest loop takes through each tree together (so the tree's nodes stay in cache).
 BLOCK = 4096
@@ -101,6 +104,25 @@ def _bits32(typingctx, v):
         return builder.bitcast(args[0], ir.IntType(32))
 
     return types.int32(v), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i):
+    """Ask the processor to bring ``arr[i]``'s cache line closer (LLVM's ``prefetch``: a hint, for reading,
+    kept in every cache level); no value, no fault whatever ``i`` is."""
+    if not (isinstance(arr, types.Array) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        ptr = builder.gep(data, [args[1]])
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, i), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -361,60 +383,91 @@ def _votes_of_four(leaves, j, code, node_code, T, table, lay, check):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rows_in_pairs(K, width, n, rec, node_code, roots, table, lay, check, codes):
-    """``codes[r]``: the count code at which row ``r < n`` stops (its keys from ``K[r width]``), the rows taken
-    two at a time, each walking four trees side by side: eight walks overlap where :func:`_finish_row` (one
-    row) overlaps four.  When a row stops, the next row of the request takes its place; a row with fewer than
-    four trees left, and the last row, finish alone (:func:`_finish_row`).  Each row stops where
-    :func:`_finish_row` would stop it."""
+def _step_ahead(K, p, o, rec, nan):
+    """:func:`_step_or_nan`, having first asked for the first two cache lines of the node's great-grandchildren:
+    their (up to eight) records follow one another, breadth first, from the one :class:`ForestArrays` keeps in
+    the node's fourth field (the low bit, ``nan_right``, moves the address by four bytes).  A small request's
+    walk reads nodes that are seldom in cache (a deep tree's lower levels, other trees read in between); this
+    way the load three levels down is on its way two levels early."""
+    g = np.uint64(rec[o + np.uint64(3)])
+    _prefetch(rec, g)
+    _prefetch(rec, g + np.uint64(16))
+    return _step_or_nan(K, p, o, rec, nan)
+
+
+@njit(cache=True, nogil=True)
+def _rows_in_pairs(K, width, n, rec, node_code, roots, table, lay, check, codes, nan):
+    """``codes[r]``: the count code at which row ``r < n`` stops (its keys from ``K[r width]``; ``nan``: None
+    if no row has NaN, else True).  Two groups of four trees are walked side by side, eight walks that
+    overlap (:func:`_step_ahead`): the next four trees of two rows or, when no other row is left to start,
+    the next eight of one row.  A row's votes are added in tree order, the stop checked after each tree as one
+    tree at a time would (so each row stops where :func:`_finish_row` would stop it; the trees of the second
+    group of a row that stopped in the first are walked for nothing).  When a row stops the next row of the
+    request takes its place; a row with fewer than four trees left finishes alone (:func:`_finish_row`)."""
     T = roots.shape[0]
     two = np.uint64(2)
-    ra, rb, nxt = 0, 1, 2
-    ja = jb = 0
-    ca = cb = 0
-    while ra < n and rb < n:
-        if ja + 4 > T or jb + 4 > T:  # one of the two finishes alone; the next row takes its place
-            if ja + 4 > T:
-                codes[ra] = _finish_row(K, np.uint64(ra) * width, ja, ca, rec, node_code, roots, table, lay,
-                                        check)[0]
-                ra, ja, ca, nxt = nxt, 0, 0, nxt + 1
-            else:
-                codes[rb] = _finish_row(K, np.uint64(rb) * width, jb, cb, rec, node_code, roots, table, lay,
-                                        check)[0]
-                rb, jb, cb, nxt = nxt, 0, 0, nxt + 1
+    idle = np.uint64(rec.shape[0] - 4)  # the last node's record, a leaf (the last of its tree's deepest level)
+    r0 = r1 = -1  # the rows being walked (-1: none), their count codes and next trees
+    c0 = c1 = j0 = j1 = 0
+    nxt = 0
+    while True:
+        if r0 >= 0 and j0 + 4 > T:
+            codes[r0] = _finish_row(K, np.uint64(r0) * width, j0, c0, rec, node_code, roots, table, lay, check)[0]
+            r0 = -1
+        if r1 >= 0 and j1 + 4 > T:
+            codes[r1] = _finish_row(K, np.uint64(r1) * width, j1, c1, rec, node_code, roots, table, lay, check)[0]
+            r1 = -1
+        if r0 < 0 and nxt < n:
+            r0, c0, j0, nxt = nxt, 0, 0, nxt + 1
             continue
-        pa, pb = np.uint64(ra) * width, np.uint64(rb) * width
-        a0, a1 = np.uint64(roots[ja]) << two, np.uint64(roots[ja + 1]) << two
-        a2, a3 = np.uint64(roots[ja + 2]) << two, np.uint64(roots[ja + 3]) << two
-        b0, b1 = np.uint64(roots[jb]) << two, np.uint64(roots[jb + 1]) << two
-        b2, b3 = np.uint64(roots[jb + 2]) << two, np.uint64(roots[jb + 3]) << two
+        if r1 < 0 and nxt < n:
+            r1, c1, j1, nxt = nxt, 0, 0, nxt + 1
+            continue
+        if r0 < 0:
+            if r1 < 0:
+                return
+            r0, c0, j0, r1 = r1, c1, j1, -1
+        # group a: row r0's trees j0 .. j0 + 3; group b: row r1's next four, else row r0's four after those
+        pa = np.uint64(r0) * width
+        a0, a1 = np.uint64(roots[j0]) << two, np.uint64(roots[j0 + 1]) << two
+        a2, a3 = np.uint64(roots[j0 + 2]) << two, np.uint64(roots[j0 + 3]) << two
+        alone = r1 < 0
+        jb = j0 + 4 if alone else j1
+        pb = pa if alone else np.uint64(r1) * width
+        if jb + 4 <= T:
+            b0, b1 = np.uint64(roots[jb]) << two, np.uint64(roots[jb + 1]) << two
+            b2, b3 = np.uint64(roots[jb + 2]) << two, np.uint64(roots[jb + 3]) << two
+        else:  # (row r0 alone, fewer than eight trees left) group b stays on a leaf
+            b0 = b1 = b2 = b3 = idle
         while ((np.uint64(rec[a0 + two]) != a0) | (np.uint64(rec[a1 + two]) != a1)
                | (np.uint64(rec[a2 + two]) != a2) | (np.uint64(rec[a3 + two]) != a3)
                | (np.uint64(rec[b0 + two]) != b0) | (np.uint64(rec[b1 + two]) != b1)
                | (np.uint64(rec[b2 + two]) != b2) | (np.uint64(rec[b3 + two]) != b3)):
-            a0 = _step_nan(K, pa, a0, rec)
-            b0 = _step_nan(K, pb, b0, rec)
-            a1 = _step_nan(K, pa, a1, rec)
-            b1 = _step_nan(K, pb, b1, rec)
-            a2 = _step_nan(K, pa, a2, rec)
-            b2 = _step_nan(K, pb, b2, rec)
-            a3 = _step_nan(K, pa, a3, rec)
-            b3 = _step_nan(K, pb, b3, rec)
-        ca, ja, stop_a = _votes_of_four((a0 >> two, a1 >> two, a2 >> two, a3 >> two), ja, ca, node_code, T,
-                                        table, lay, check)
-        cb, jb, stop_b = _votes_of_four((b0 >> two, b1 >> two, b2 >> two, b3 >> two), jb, cb, node_code, T,
-                                        table, lay, check)
-        if stop_a or ja == T:
-            codes[ra] = ca
-            ra, ja, ca, nxt = nxt, 0, 0, nxt + 1
-        if stop_b or jb == T:
-            codes[rb] = cb
-            rb, jb, cb, nxt = nxt, 0, 0, nxt + 1
-    # the last row (if any) on alone
-    if ra < n:
-        codes[ra] = _finish_row(K, np.uint64(ra) * width, ja, ca, rec, node_code, roots, table, lay, check)[0]
-    if rb < n:
-        codes[rb] = _finish_row(K, np.uint64(rb) * width, jb, cb, rec, node_code, roots, table, lay, check)[0]
+            a0 = _step_ahead(K, pa, a0, rec, nan)
+            b0 = _step_ahead(K, pb, b0, rec, nan)
+            a1 = _step_ahead(K, pa, a1, rec, nan)
+            b1 = _step_ahead(K, pb, b1, rec, nan)
+            a2 = _step_ahead(K, pa, a2, rec, nan)
+            b2 = _step_ahead(K, pb, b2, rec, nan)
+            a3 = _step_ahead(K, pa, a3, rec, nan)
+            b3 = _step_ahead(K, pb, b3, rec, nan)
+        c0, j0, stop = _votes_of_four((a0 >> two, a1 >> two, a2 >> two, a3 >> two), j0, c0, node_code, T,
+                                      table, lay, check)
+        if stop or j0 == T:
+            codes[r0] = c0
+            r0 = -1
+        if not alone:
+            c1, j1, stop = _votes_of_four((b0 >> two, b1 >> two, b2 >> two, b3 >> two), j1, c1, node_code, T,
+                                          table, lay, check)
+            if stop or j1 == T:
+                codes[r1] = c1
+                r1 = -1
+        elif r0 >= 0 and jb + 4 <= T:  # row r0's second group, unless the row stopped in the first
+            c0, j0, stop = _votes_of_four((b0 >> two, b1 >> two, b2 >> two, b3 >> two), j0, c0, node_code, T,
+                                          table, lay, check)
+            if stop or j0 == T:
+                codes[r0] = c0
+                r0 = -1
 
 
 @njit(cache=True, nogil=True)
@@ -1110,10 +1163,13 @@ class ForestArrays:
     :func:`row_keys`) with the row's keys.  ``nan_right`` is 1 where a
     missing value goes right (``missing_go_to_left`` False).  The loops read
     a node as one 16-byte record of ``records`` (int32: the threshold's key,
-    the feature, 4 x the left child, ``nan_right``), addressed by 4 x its
-    index, so that a step reads one record through one base address (the
-    arrays ``threshold_key``, ``feature``, ``left`` and ``nan_right`` are
-    views of it, ``left`` is read from it).  ``node_code[k]`` is the code increment of the class the
+    the feature, 4 x the left child, 4 x the first great-grandchild +
+    ``nan_right``), addressed by 4 x its index, so that a step reads one
+    record through one base address (the arrays ``threshold_key`` and
+    ``feature`` are views of it; ``left``, ``great_grandchild`` and
+    ``nan_right`` are read from it).  Level by level, a node's (at most
+    eight) great-grandchildren follow one another: the small-request walk
+    asks for them while it steps to a child (:func:`_step_ahead`).  ``node_code[k]`` is the code increment of the class the
     leaf votes for (0 at inner nodes).
 
     Parameters
@@ -1174,7 +1230,14 @@ class ForestArrays:
         row_keys(threshold.reshape(-1, 1), 0, n, key)
         rec[:, 0] = key
         go_left = np.concatenate([np.asarray(t.missing_go_to_left, dtype=bool) for t in trees])[order]
-        rec[:, 3] = ~leaf & ~go_left
+        # the first node three levels down (breadth first, a node's descendants of one level follow one
+        # another): the first child's, else the second child's, first node two levels down; -1 if none
+        child = rec[:, 2] >> 2
+        right = np.where(leaf, 0, child + 1)
+        down = np.where(leaf, -1, child)  # one level down
+        for _ in range(2):
+            down = np.where(leaf, -1, np.where(down[child] >= 0, down[child], down[right]))
+        rec[:, 3] = 4 * np.where(down >= 0, down, np.arange(n)) | (~leaf & ~go_left)
         self.node_code[:] = np.where(leaf, self.nodes(leaf_code), 0)
         self._leaf_masks(leaf, node_depth[order], sizes)
 
@@ -1237,7 +1300,12 @@ class ForestArrays:
 
     @property
     def nan_right(self):
-        return self.records[3::4]
+        return self.records[3::4] & 1
+
+    @property
+    def great_grandchild(self):
+        """Each node's first great-grandchild (breadth first, the others follow it), or the node if it has none."""
+        return self.records[3::4] >> 2
 
     @property
     def threshold(self):
@@ -1335,6 +1403,16 @@ def _unpacked_forest(forest):
             _unpacked(forest, 3, np.int64))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _small_request(K, shape, flags, rec, node_code, roots, table, lay, check, codes):
+    """:func:`_rows_in_pairs` over the ``shape[0]`` rows whose keys are ``K`` (:func:`row_keys`, which returned
+    ``flags``), with the walk that tests for NaN only if a row has one."""
+    if flags & 1:
+        _rows_in_pairs(K, np.uint64(shape[1]), shape[0], rec, node_code, roots, table, lay, check, codes, True)
+    else:
+        _rows_in_pairs(K, np.uint64(shape[1]), shape[0], rec, node_code, roots, table, lay, check, codes, None)
+
+
 @njit(cache=True, nogil=True)
 def label_rows(X, forest, plan, out):
     """Each row's class index into ``out``, row by row: False (``out`` untouched) if a feature is infinite as
@@ -1343,19 +1421,20 @@ def label_rows(X, forest, plan, out):
     ``X`` is 2-D float32 or float64, C-contiguous, of the forest's width;
     ``forest`` is :attr:`ForestArrays.packed`, ``plan`` a :func:`pack_plan`
     buffer: three arrays to pass instead of ten, which is most of what a
-    small request's call costs.  The rows go two at a time, each walking
-    four trees side by side (:func:`_rows_in_pairs`; a single row alone,
-    :func:`_finish_row`), with no block around them: the loop for one
-    request and small batches.  The arrays are not checked here
-    (:meth:`ensvote.engine.TreeEnsemble.label_rows` checks them).
+    small request's call costs.  Two groups of four trees are walked side
+    by side, two rows' or one row's (:func:`_rows_in_pairs`), with no block
+    around them: the loop for one request and small batches.  The arrays
+    are not checked here (:meth:`ensvote.engine.TreeEnsemble.label_rows`
+    checks them).
     """
     K = np.empty(X.size, dtype=np.int32)  # the rows' keys (float64 rows read as float32, as the trees compare)
-    if row_keys(X, 0, X.shape[0], K) & 2:
+    flags = row_keys(X, 0, X.shape[0], K)
+    if flags & 2:
         return False
     rec, _, node_code, roots = _unpacked_forest(forest)
     table, check, labels = _unpacked(plan, 0, np.bool_), _unpacked(plan, 1, np.bool_), _unpacked(plan, 2, np.int64)
     codes = np.empty(X.shape[0], dtype=np.int64)
-    _rows_in_pairs(K, np.uint64(X.shape[1]), X.shape[0], rec, node_code, roots, table, None, check, codes)
+    _small_request(K, X.shape, flags, rec, node_code, roots, table, None, check, codes)
     for r in range(X.shape[0]):
         out[r] = labels[codes[r]]
     return True
@@ -1387,7 +1466,8 @@ def label_rows_bits(X, forest, plan, out):
     """:func:`label_rows` with stop bits (a :func:`pack_bits_plan` buffer): a row's label is the majority of
     its count code's ``b``-bit fields (the lowest class on ties)."""
     K = np.empty(X.size, dtype=np.int32)  # the rows' keys (float64 rows read as float32, as the trees compare)
-    if row_keys(X, 0, X.shape[0], K) & 2:
+    flags = row_keys(X, 0, X.shape[0], K)
+    if flags & 2:
         return False
     rec, _, _, roots = _unpacked_forest(forest)
     table, lay = _unpacked(plan, 0, np.uint8), _unpacked(plan, 1, np.int64)
@@ -1395,7 +1475,7 @@ def label_rows_bits(X, forest, plan, out):
     l, b = lay[0], lay[1]
     mask = (np.int64(1) << b) - 1
     codes = np.empty(X.shape[0], dtype=np.int64)
-    _rows_in_pairs(K, np.uint64(X.shape[1]), X.shape[0], rec, node_code, roots, table, lay, check, codes)
+    _small_request(K, X.shape, flags, rec, node_code, roots, table, lay, check, codes)
     for r in range(X.shape[0]):
         code = codes[r]
         best, label = np.int64(-1), 0
@@ -1664,7 +1744,7 @@ def compile_kernels():
             _masks_parallel(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:])
     one_forest, views = pack([(4, np.int32), (1, np.int64), (1, np.int32), (1, np.int64)])
     views[0][:] = leaf  # one tree, its root a leaf
-    for dtype in (np.float32, np.float64):  # the row-by-row loops (they compile _finish_row into themselves)
+    for dtype in (np.float32, np.float64):  # the row-by-row loops (and _rows_in_pairs, with and without NaN)
         Xd, out = np.zeros((1, 1), dtype=dtype), np.zeros(1, dtype=np.int64)
         label_rows(Xd, one_forest, pack_plan(flat[0], flat[2], np.zeros(4, dtype=np.int64)), out)
         label_rows_bits(Xd, one_forest, pack_bits_plan(bits[0], bits[1], bits[2], np.zeros(1, dtype=np.int32)), out)

@@ -196,7 +196,8 @@ def test_keys_order_as_the_float32_values_compare():
 
 
 def test_forest_arrays_are_the_trees_level_by_level():
-    """Children side by side, leaves their own child, depth per tree, per-node arrays in the same order."""
+    """Children side by side, leaves their own child, depth per tree, per-node arrays in the same order, a
+    node's great-grandchildren one after another from the one its record names."""
     X, y = load("twonorm", n_samples=300, random_state=ev.SEED)
     rf = RandomForestClassifier(5, random_state=ev.SEED).fit(X, y)
     trees = [e.tree_ for e in rf.estimators_]
@@ -207,8 +208,13 @@ def test_forest_arrays_are_the_trees_level_by_level():
     assert fa.roots.tolist() == [int(np.nonzero((tree == j) & (own == 0))[0][0]) for j in range(5)]
     for k in range(fa.n_nodes):
         t, v = trees[tree[k]], own[k]
+        below = [k]
+        for _ in range(3):  # the nodes one, two and three levels down, in order
+            below = [c for b in below if fa.left[b] != b for c in (fa.left[b], fa.left[b] + 1)]
+        assert below == list(range(fa.great_grandchild[k], fa.great_grandchild[k] + len(below))), k
+        assert below or fa.great_grandchild[k] == k
         if t.children_left[v] == -1:
-            assert fa.left[k] == k and fa.threshold[k] == np.inf and fa.node_code[k] == v
+            assert fa.left[k] == k and fa.threshold[k] == np.inf and fa.node_code[k] == v and not fa.nan_right[k]
         else:
             assert own[fa.left[k]] == t.children_left[v] and own[fa.left[k] + 1] == t.children_right[v]
             assert tree[fa.left[k]] == tree[k] and fa.feature[k] == t.feature[v] and fa.node_code[k] == 0
@@ -378,12 +384,15 @@ def test_kernel_with_single_node_trees():
         assert clf.predict(Xt[i:i + 1])[0] == clf.classes_[ref.labels[i]]
 
 
-@pytest.mark.parametrize("T,l,confidence", [(3, 2, 0.95), (5, 2, 0.95), (31, 2, 0.95), (64, 2, 0.9999),
-                                            (101, 3, 0.95), (201, 2, 0.9999)])
+@pytest.mark.parametrize("T,l,confidence", [(3, 2, 0.95), (5, 2, 0.95), (7, 3, 0.95), (12, 2, 0.95),
+                                            (31, 2, 0.95), (64, 2, 0.9999), (101, 3, 0.95), (201, 2, 0.9999)])
 def test_rows_in_pairs_stop_where_the_block_loop_stops(T, l, confidence):
-    # small requests take the rows two at a time, each walking four trees, the next row taking a stopped row's
-    # place (kernel._rows_in_pairs); the count code at each row's stop must be the block loop's, for every
-    # request size (odd, even, one row), trees left fewer than four, rows that never stop, and NaN
+    # small requests walk two groups of four trees side by side: two rows' next four, the next row taking a
+    # stopped row's place, or one row's next eight when no other row is left (kernel._rows_in_pairs); the count
+    # code at each row's stop must be the block loop's, for every request size (odd, even, one row), trees left
+    # fewer than four or eight, rows that stop in a group whose next group was walked, rows that never stop, and
+    # NaN (the walk that tests for it), each request also walked by the walk that does not test for NaN when no
+    # row of it has one
     X, y = load("twonorm" if l == 2 else "waveform", n_samples=500, random_state=ev.SEED)
     clf = ev.HaltingClassifier(RandomForestClassifier(T, random_state=ev.SEED, max_depth=8),
                                confidence=confidence).fit(X[:300], y[:300])
@@ -395,13 +404,17 @@ def test_rows_in_pairs_stop_where_the_block_loop_stops(T, l, confidence):
     assert 1 < len(np.unique(n_queried))  # rows stop at many trees
     assert (n_queried == T).any() or T > 100  # and some never (with two classes and T odd, a vote of T - 1 ties)
     width = Xte.shape[1]
-    for n in (1, 2, 3, 8, 9, 37, len(Xte)):
-        K = np.empty(n * width, dtype=np.int32)
-        kernel.row_keys(Xte[:n], 0, n, K)
-        codes = np.full(n, -1, dtype=np.int64)
-        kernel._rows_in_pairs(K, np.uint64(width), n, fa.records, fa.node_code, fa.roots, table, layout, check,
-                              codes)
-        assert np.array_equal(codes, code_end[:n]), n
+    for m in (1, 2, 3, 8, 9, 37, len(Xte)):
+        for a in (0, 9):  # (rows 3 and 8 have NaN, rows 9 onwards none)
+            n = min(m, len(Xte) - a)
+            K = np.empty(n * width, dtype=np.int32)
+            nan = kernel.row_keys(Xte[a:a + n], 0, n, K) & 1
+            assert nan == (a == 0 and n > 3)
+            for walk in (True, None) if not nan else (True,):
+                codes = np.full(n, -1, dtype=np.int64)
+                kernel._rows_in_pairs(K, np.uint64(width), n, fa.records, fa.node_code, fa.roots, table, layout,
+                                      check, codes, walk)
+                assert np.array_equal(codes, code_end[a:a + n]), (n, a, walk)
 
 
 def _mask_exits(fa, X32):
