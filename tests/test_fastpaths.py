@@ -259,9 +259,9 @@ def test_label_rows_refuses_arrays_it_cannot_read():
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # scikit-learn's cast, then its error
 @pytest.mark.parametrize("rule", ["urn", "exact"])
 def test_small_batches_go_row_by_row_and_answer_as_the_blocks_do(rule):
-    # up to kernel.ROW_BY_ROW rows take kernel.label_rows (each row on alone); more take the block loop
+    # up to kernel.ROW_BY_ROW rows take kernel.label_rows (two rows at a time); more take the block loop
     from ensvote import kernel
-    X, y = load("twonorm", n_samples=700, random_state=ev.SEED)
+    X, y = load("twonorm", n_samples=300 + 2 * kernel.ROW_BY_ROW + 100, random_state=ev.SEED)
     clf = ev.HaltingClassifier(RandomForestClassifier(31, random_state=ev.SEED), rule=rule).fit(X[:300], y[:300])
     assert clf._labels_are_indices
     Xte = X[300:].copy()
