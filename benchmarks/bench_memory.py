@@ -5,14 +5,16 @@
 On the problems of ``bench_speed.py`` (the same forests, rows and seed), per
 problem, for HYPER (the default rule):
 
-* ``forest_arrays_mb``: the flattened forest the compiled loop walks
+* ``forest_arrays_mb``: the flattened forest the compiled loop walks, with
+  the node order and (for a forest of small trees) the leaf masks
   (:class:`ensvote.kernel.ForestArrays`, built at ``fit``);
 * ``stop_table_mb``: the rule's stop table (0 where the rule needs none or
   its stops go to the memo of the vote vectors reached);
 * ``ensvote_peak_mb`` and ``sklearn_peak_mb``: the peak of the memory
   allocated during one ``predict`` of the batch, above what was allocated
-  before it (``tracemalloc``, which sees numpy's allocations; the batch is
-  float32 and C-contiguous, so neither copies it), for ``ensvote`` and for
+  before it (``tracemalloc``, which sees numpy's allocations and those of
+  the compiled loop, which numba makes through Python's raw allocator; the
+  batch is float32 and C-contiguous, so neither copies it), for ``ensvote`` and for
   ``RandomForestClassifier.predict`` (``n_jobs=1``);
 * ``input_mb``: the batch itself.
 
@@ -42,7 +44,7 @@ MB = 2.0 ** 20
 
 def peak(f, X):
     """Peak bytes allocated while ``f(X)`` runs, above the bytes allocated before it."""
-    f(X[:100])  # compiled and cached beforehand: the compile is not the call's memory
+    f(X)  # once beforehand: what a first call compiles or loads (each batch size's loop) is not the call's memory
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]

@@ -1325,7 +1325,9 @@ class ForestArrays:
 
     @property
     def nbytes(self):
-        return sum(a.nbytes for a in self.args())
+        """Bytes of the arrays kept: the packed buffer the loops read, the node order and the leaf masks."""
+        masks = (self.mask_feature, self.mask_key, self.mask, self.mask_start, self.mask_leaf)
+        return sum(a.nbytes for a in (self.packed, self.order, *masks) if a is not None)
 
     def args(self):
         return self.records, self.depth, self.node_code, self.roots

@@ -222,6 +222,23 @@ def test_forest_arrays_are_the_trees_level_by_level():
             assert fa.threshold[k] == kernel._round_down_float32(t.threshold[v])  # back from its key
 
 
+@pytest.mark.parametrize("max_leaf_nodes", [16, None])  # leaf masks kept, or none
+def test_forest_arrays_count_every_array_they_keep(max_leaf_nodes):
+    # nbytes (the memory benchmark's forest_arrays_mb) is every array the loops keep, each buffer once
+    X, y = load("twonorm", n_samples=1500, random_state=ev.SEED)
+    rf = RandomForestClassifier(7, random_state=ev.SEED, max_leaf_nodes=max_leaf_nodes).fit(X, y)
+    trees = [e.tree_ for e in rf.estimators_]
+    fa = kernel.ForestArrays(trees, [None] * 7, [np.zeros(t.node_count, dtype=np.int32) for t in trees])
+    assert (fa.mask is not None) == (max_leaf_nodes is not None)
+    owners = {}
+    for a in vars(fa).values():
+        if isinstance(a, np.ndarray):
+            while a.base is not None:
+                a = a.base
+            owners[id(a)] = a
+    assert fa.nbytes == sum(a.nbytes for a in owners.values()) > fa.packed.nbytes
+
+
 def test_a_forest_too_large_for_32_bit_records_is_refused_up_front():
     """Nodes are addressed by 4 x their index in 32 bits: a forest of 2**29 nodes is refused before any array."""
     from types import SimpleNamespace
