@@ -66,8 +66,10 @@ Sections (column ``section`` of the CSV):
     nodes the rows pass on their way to their leaves (summed over rows and
     trees: the decisions any engine must take), in nanoseconds; for
     ``ensvote steps`` it is ensvote's time over the levels its loop walks
-    (each row the full depth of each tree: a leaf is its own child), so the
-    two ``ensvote`` rows differ by the steps walked beyond a row's leaf; for
+    (eight rows side by side, each group to the longest path of its eight and
+    at least ``ForestArrays.steps`` levels: a leaf is its own child, see
+    ``decisions``), so the two ``ensvote`` rows differ by the steps walked
+    beyond a row's leaf; for
     ``ensvote nodes tested`` (a forest of small trees, tested by leaf masks
     instead of walked: ``ensvote.kernel``), over the inner nodes tested
     (every inner node of each tree, for each row).
@@ -283,20 +285,33 @@ def engines(forest, n_features, threads, missing):
     return out
 
 
-def decisions(forest, X, masked=False):
+def decisions(forest, X, steps, masked=False):
     """``(needed, walked)``: the inner nodes the rows of ``X`` pass on their way to their leaves, summed over
-    rows and trees, and the work of ensvote's loop in its own unit: the levels a walk of each tree's full
-    depth takes (rows x the trees' depths summed) or, for a forest ``masked`` (walked by leaf masks, see
-    ``ensvote.kernel``), the inner nodes tested (rows x the trees' inner nodes summed)."""
+    rows and trees, and the work of ensvote's full walk in its own unit.  Walked (``ensvote.kernel``), a
+    group of eight rows of a block (``kernel.BLOCK`` rows, one thread) goes down tree ``j`` ``steps[j]``
+    levels (``ForestArrays.steps``), then on until all eight are at their leaves: eight times the larger of
+    ``steps[j]`` and the eight's longest path (a last group of two to seven rows filled up to eight with
+    copies of its last row, a last row alone its own path); for a forest ``masked`` (walked by leaf masks),
+    the inner nodes tested (rows x the trees' inner nodes summed)."""
+    from ensvote import kernel
+
     needed = walked = 0
-    for est in forest.estimators_:
+    for j, est in enumerate(forest.estimators_):
         t = est.tree_
         depth = np.zeros(t.node_count, dtype=np.int64)
         for node in range(t.node_count):  # a child's index is above its parent's
             if t.children_left[node] >= 0:
                 depth[t.children_left[node]] = depth[t.children_right[node]] = depth[node] + 1
-        needed += int(depth[est.apply(X)].sum())
-        walked += len(X) * (int((t.children_left >= 0).sum()) if masked else int(depth.max()))
+        path = depth[est.apply(X)]
+        needed += int(path.sum())
+        if masked:
+            walked += len(X) * int((t.children_left >= 0).sum())
+            continue
+        for a in range(0, len(X), kernel.BLOCK):
+            p = path[a:a + kernel.BLOCK]
+            r = len(p) % 8
+            walked += 8 * int(np.maximum(p[:len(p) - r].reshape(-1, 8).max(axis=1), steps[j]).sum())
+            walked += 8 * max(int(p[-r:].max()), int(steps[j])) if r >= 2 else int(p[-1]) if r else 0
     return needed, walked
 
 
@@ -472,7 +487,7 @@ def main(argv=None):
             print(f"{name:12s} {label:9s} {sp:6.2f} {shown(cols)}", flush=True)
             if label == FULL_WALK:  # the time per decision, each engine's and ensvote's, and ensvote's per unit
                 masked = clf._ensemble.arrays.mask is not None  # small trees: tested by leaf masks, not walked
-                needed, walked = decisions(forest, Xte, masked)
+                needed, walked = decisions(forest, Xte, clf._ensemble.arrays.steps, masked)
                 unit = "ensvote nodes tested" if masked else "ensvote steps"
                 for e, te in [*zip(names, t[:-1]), ("ensvote", t[-1])]:
                     emit(section="per_node", dataset=name, rule=e, n_rows=len(Xte), n_classes=l, n_jobs=1,

@@ -16,10 +16,14 @@ but the walk is written for the processor rather than for one row.  The
 nodes are stored level by level with a node's two children side by side
 (:class:`ForestArrays`), so a level down is ``left[node] + go_right``: no
 branch, and the child's index is loaded while the row's value is compared.
-A leaf is its own child, so every row walks its tree's full depth with no
-test of whether it has arrived, eight rows side by side: the eight walks are
-independent, and the processor overlaps them instead of stalling on one
-mispredicted branch after another.  The walk compares integer keys in the
+A leaf is its own child, so a row can walk on past its leaf: eight rows
+walk side by side, with no test of whether one has arrived, and the
+processor overlaps the eight independent walks instead of stalling on one
+mispredicted branch after another.  Only once they have walked as far as
+eight rows' longest path usually reaches (the median over groups of eight
+training rows, :attr:`ForestArrays.steps`) does the walk look, after each
+level, whether all eight are at their leaves: a deep tree's rows mostly end
+far above its deepest leaf.  The walk compares integer keys in the
 order of the float32 values (:func:`row_keys`, made once per block of rows;
 the thresholds' keys once at fit) rather than the floats themselves: the
 same branches, a shorter wait for each comparison.  A node is one 16-byte
@@ -222,16 +226,29 @@ def _step_or_nan_impl(K, p, o, rec, nan):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, nan):
+def _at_leaves(rec, n0, n1, n2, n3, n4, n5, n6, n7):
+    """Whether the eight nodes whose records start at ``rec[n0]``, ... are all leaves (a leaf is its own left
+    child); no branch."""
+    two = np.uint64(2)
+    return ((np.uint64(rec[n0 + two]) == n0) & (np.uint64(rec[n1 + two]) == n1)
+            & (np.uint64(rec[n2 + two]) == n2) & (np.uint64(rec[n3 + two]) == n3)
+            & (np.uint64(rec[n4 + two]) == n4) & (np.uint64(rec[n5 + two]) == n5)
+            & (np.uint64(rec[n6 + two]) == n6) & (np.uint64(rec[n7 + two]) == n7))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _walk8(K, nc, a, rows, i, root, steps, rec, leaf_of, nan):
     """The leaves of rows ``rows[i:i + 8]`` (row ``r``'s keys from ``K[(r - a) nc]``), walked side by side
-    ``depth`` levels down (see the module docstring); ``nan``: None for rows without NaN (the walk that does
-    not test for it), True for rows that may have NaN."""
+    from ``root``: ``steps`` levels down without looking (:attr:`ForestArrays.steps`), then on, a level at a
+    time, until all eight are at their leaves (see the module docstring); ``nan``: None for rows without NaN
+    (the walk that does not test for it), True for rows that may have NaN."""
     p0, p1, p2, p3 = np.uint64(rows[i] - a) * nc, np.uint64(rows[i + 1] - a) * nc, \
         np.uint64(rows[i + 2] - a) * nc, np.uint64(rows[i + 3] - a) * nc
     p4, p5, p6, p7 = np.uint64(rows[i + 4] - a) * nc, np.uint64(rows[i + 5] - a) * nc, \
         np.uint64(rows[i + 6] - a) * nc, np.uint64(rows[i + 7] - a) * nc
     n0 = n1 = n2 = n3 = n4 = n5 = n6 = n7 = np.uint64(root) << np.uint64(2)
-    for _ in range(depth):
+    d = 0
+    while d < steps or not _at_leaves(rec, n0, n1, n2, n3, n4, n5, n6, n7):
         n0 = _step_or_nan(K, p0, n0, rec, nan)
         n1 = _step_or_nan(K, p1, n1, rec, nan)
         n2 = _step_or_nan(K, p2, n2, rec, nan)
@@ -240,14 +257,15 @@ def _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, nan):
         n5 = _step_or_nan(K, p5, n5, rec, nan)
         n6 = _step_or_nan(K, p6, n6, rec, nan)
         n7 = _step_or_nan(K, p7, n7, rec, nan)
+        d += 1
     two = np.uint64(2)
     leaf_of[i], leaf_of[i + 1], leaf_of[i + 2], leaf_of[i + 3] = n0 >> two, n1 >> two, n2 >> two, n3 >> two
     leaf_of[i + 4], leaf_of[i + 5], leaf_of[i + 6], leaf_of[i + 7] = n4 >> two, n5 >> two, n6 >> two, n7 >> two
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk_rows(K, nc, a, rows, n, root, depth, rec, nan, leaf_of):
-    """``leaf_of[i]`` = the leaf of the tree at ``root`` (``depth`` levels deep) that row ``rows[i]`` reaches,
+def _walk_rows(K, nc, a, rows, n, root, steps, rec, nan, leaf_of):
+    """``leaf_of[i]`` = the leaf of the tree at ``root`` that row ``rows[i]`` reaches (``steps``: see :func:`_walk8`),
     ``i < n``, its keys from ``K[(rows[i] - a) nc]``: eight rows side by side (:func:`_walk8`; ``nan``: the
     rows may have NaN).  ``rows`` and ``leaf_of`` have room for 7 more: a last group of 2 to 7 rows is
     filled up with copies of the last row and walked side by side too (one walk alone waits on every load),
@@ -260,11 +278,11 @@ def _walk_rows(K, nc, a, rows, n, root, depth, rec, nan, leaf_of):
     i = 0
     if nan:
         while i + 8 <= n:
-            _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, True)
+            _walk8(K, nc, a, rows, i, root, steps, rec, leaf_of, True)
             i += 8
     else:
         while i + 8 <= n:
-            _walk8(K, nc, a, rows, i, root, depth, rec, leaf_of, None)
+            _walk8(K, nc, a, rows, i, root, steps, rec, leaf_of, None)
             i += 8
     while i < n:
         leaf_of[i] = _walk(K, np.uint64(rows[i] - a) * nc, root, rec)
@@ -441,10 +459,7 @@ def _rows_in_pairs(K, width, n, rec, node_code, roots, table, lay, check, codes,
             b2, b3 = np.uint64(roots[jb + 2]) << two, np.uint64(roots[jb + 3]) << two
         else:  # (row r0 alone, fewer than eight trees left) group b stays on a leaf
             b0 = b1 = b2 = b3 = idle
-        while ((np.uint64(rec[a0 + two]) != a0) | (np.uint64(rec[a1 + two]) != a1)
-               | (np.uint64(rec[a2 + two]) != a2) | (np.uint64(rec[a3 + two]) != a3)
-               | (np.uint64(rec[b0 + two]) != b0) | (np.uint64(rec[b1 + two]) != b1)
-               | (np.uint64(rec[b2 + two]) != b2) | (np.uint64(rec[b3 + two]) != b3)):
+        while not _at_leaves(rec, a0, b0, a1, b1, a2, b2, a3, b3):
             a0 = _step_ahead(K, pa, a0, rec, nan)
             b0 = _step_ahead(K, pb, b0, rec, nan)
             a1 = _step_ahead(K, pa, a1, rec, nan)
@@ -473,7 +488,7 @@ def _rows_in_pairs(K, width, n, rec, node_code, roots, table, lay, check, codes,
 
 
 @njit(cache=True, nogil=True)
-def _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check,
+def _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
     stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
@@ -497,7 +512,7 @@ def _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, la
             n_active = 0
             break
         root = np.uint32(roots[j])
-        _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
+        _walk_rows(K, nc, a, active, n_active, root, steps[j], rec, nan, leaf_of)
         for i in range(n_active):
             code[i] += node_code[leaf_of[i]]
         if j + 1 < T and check[j + 1]:  # (else no count vector with j + 1 votes stops)
@@ -509,19 +524,19 @@ def _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, la
 
 
 @njit(cache=True, nogil=True)
-def _forest_serial(Xb, wide, n, width, block, rec, depth, node_code, roots, table, lay, check,
+def _forest_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check,
                    code_end, n_queried, infinite):
     for a in range(0, n, block):
-        infinite[a // block] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, depth, node_code, roots,
+        infinite[a // block] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, steps, node_code, roots,
                                              table, lay, check, code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forest_parallel(Xb, wide, n, width, block, rec, depth, node_code, roots, table, lay, check,
+def _forest_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check,
                      code_end, n_queried, infinite):
     for k in prange((n + block - 1) // block):
         a = k * block
-        infinite[k] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, depth, node_code, roots,
+        infinite[k] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, steps, node_code, roots,
                                     table, lay, check, code_end, n_queried)
 
 
@@ -614,7 +629,7 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _forest_block_any(Xb, wide, n, width, block, k, rec, depth, node_code, roots, mask_feature, mask_key, mask,
+def _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature, mask_key, mask,
                       mask_start, leaf_code, table, lay, check, code_end, n_queried):
     """Block ``k`` by leaf masks (:func:`_forest_block_masks`), or by the walk (:func:`_forest_block`) if it
     has NaN; whether it has an infinite value."""
@@ -623,25 +638,25 @@ def _forest_block_any(Xb, wide, n, width, block, k, rec, depth, node_code, roots
     r = _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_feature, mask_key, mask,
                             mask_start, leaf_code, table, lay, check, code_end, n_queried)
     if r == 2:
-        return _forest_block(Xb, wide, width, a, b, rec, depth, node_code, roots, table, lay, check, code_end,
+        return _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check, code_end,
                              n_queried)
     return r == 1
 
 
 @njit(cache=True, nogil=True)
-def _masks_serial(Xb, wide, n, width, block, rec, depth, node_code, roots, mask_feature, mask_key, mask,
+def _masks_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, mask_feature, mask_key, mask,
                   mask_start, leaf_code, table, lay, check, code_end, n_queried, infinite):
     for k in range((n + block - 1) // block):
-        infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, depth, node_code, roots, mask_feature,
+        infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature,
                                         mask_key, mask, mask_start, leaf_code, table, lay, check, code_end,
                                         n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _masks_parallel(Xb, wide, n, width, block, rec, depth, node_code, roots, mask_feature, mask_key, mask,
+def _masks_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, mask_feature, mask_key, mask,
                     mask_start, leaf_code, table, lay, check, code_end, n_queried, infinite):
     for k in prange((n + block - 1) // block):
-        infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, depth, node_code, roots, mask_feature,
+        infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature,
                                         mask_key, mask, mask_start, leaf_code, table, lay, check, code_end,
                                         n_queried)
 
@@ -749,7 +764,7 @@ def _soft_pass3(S, active, leaf_of, n_active, leaf_proba, R, T, lead, walked, la
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _soft_block(Xb, wide, width, a, b, rec, depth, leaf_proba, roots, eps, need, label,
+def _soft_block(Xb, wide, width, a, b, rec, steps, leaf_proba, roots, eps, need, label,
                 n_queried, total):
     """Soft voting over rows ``a..b-1``: each row's probability sums member by member, in member order
     (the order of scikit-learn's sum), until its leader leads every other class by more than ``need[j]``
@@ -768,7 +783,7 @@ def _soft_block(Xb, wide, width, a, b, rec, depth, leaf_proba, roots, eps, need,
         if n_active == 0:
             break
         root = np.uint32(roots[j])
-        _walk_rows(K, nc, a, active, n_active, root, depth[j], rec, nan, leaf_of)
+        _walk_rows(K, nc, a, active, n_active, root, steps[j], rec, nan, leaf_of)
         R = T - (j + 1)
         if l == 2:
             n_active = _soft_pass2(S, active, leaf_of, n_active, leaf_proba, R, T, need[j] + eps, j + 1, label,
@@ -798,19 +813,19 @@ def _soft_block(Xb, wide, width, a, b, rec, depth, leaf_proba, roots, eps, need,
 
 
 @njit(cache=True, nogil=True)
-def _soft_serial(Xb, wide, n, width, block, rec, depth, leaf_proba, roots, eps, need, label,
+def _soft_serial(Xb, wide, n, width, block, rec, steps, leaf_proba, roots, eps, need, label,
                  n_queried, total):
     for a in range(0, n, block):
-        _soft_block(Xb, wide, width, a, min(a + block, n), rec, depth, leaf_proba, roots,
+        _soft_block(Xb, wide, width, a, min(a + block, n), rec, steps, leaf_proba, roots,
                     eps, need, label, n_queried, total)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _soft_parallel(Xb, wide, n, width, block, rec, depth, leaf_proba, roots, eps, need, label,
+def _soft_parallel(Xb, wide, n, width, block, rec, steps, leaf_proba, roots, eps, need, label,
                    n_queried, total):
     for k in prange((n + block - 1) // block):
         a = k * block
-        _soft_block(Xb, wide, width, a, min(a + block, n), rec, depth, leaf_proba, roots,
+        _soft_block(Xb, wide, width, a, min(a + block, n), rec, steps, leaf_proba, roots,
                     eps, need, label, n_queried, total)
 
 
@@ -922,7 +937,7 @@ def _memo_register_paths(keys, vals, block, active, n_act, status, path_off, pat
 
 
 @njit(cache=True, nogil=True)
-def _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys, vals,
+def _lazy_block(K, nc, k, block, rec, steps, node_word, node_inc, roots, keys, vals,
                 H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                 active, n_act, code_end, n_queried, waiting):
     """One round of block ``k``: resume the rows that waited for decisions, then walk tree by tree.
@@ -1018,7 +1033,7 @@ def _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys, v
             j = pos[queue[nxt]]
             continue
         root = np.uint32(roots[j])
-        _walk_rows(K, nc, 0, todo, nt, root, depth[j], rec, nan, leaf_of)
+        _walk_rows(K, nc, 0, todo, nt, root, steps[j], rec, nan, leaf_of)
         walked = j + 1
         keep = 0
         for i in range(nt):
@@ -1084,21 +1099,21 @@ def _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys, v
 
 
 @njit(cache=True, nogil=True)
-def _lazy_serial(K, nc, block, rec, depth, node_word, node_inc, roots, keys, vals,
+def _lazy_serial(K, nc, block, rec, steps, node_word, node_inc, roots, keys, vals,
                  H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                  active, n_act, code_end, n_queried, waiting):
     for k in range(n_act.shape[0]):
-        _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys,
+        _lazy_block(K, nc, k, block, rec, steps, node_word, node_inc, roots, keys,
                     vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _lazy_parallel(K, nc, block, rec, depth, node_word, node_inc, roots, keys, vals,
+def _lazy_parallel(K, nc, block, rec, steps, node_word, node_inc, roots, keys, vals,
                    H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path, path_slot, base,
                    active, n_act, code_end, n_queried, waiting):
     for k in prange(n_act.shape[0]):
-        _lazy_block(K, nc, k, block, rec, depth, node_word, node_inc, roots, keys,
+        _lazy_block(K, nc, k, block, rec, steps, node_word, node_inc, roots, keys,
                     vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                     path_slot, base, active, n_act, code_end, n_queried, waiting)
 
@@ -1153,7 +1168,13 @@ class ForestArrays:
     so a level down is ``left[node] + go_right``, and the walk loads the
     child's index while it compares.  A leaf is its own left child, with
     threshold +inf (every value, NaN included, goes left: it stays put), so
-    ``depth[j]`` steps from the root reach a leaf whatever the row.
+    ``depth[j]`` steps from the root reach a leaf whatever the row.  Eight
+    rows walked side by side take ``steps[j]`` steps before they first look
+    whether all eight are at their leaves, then look after every step
+    (:func:`_walk8`): the median, over groups of eight training rows, of the
+    longest of their paths (:func:`_steps_unlooked`).  A deep tree's rows
+    mostly end far above its deepest leaf; in a shallow or balanced tree
+    ``steps[j]`` is its depth, and the walk looks once.
     ``order[k]`` is node ``k``'s index in the trees' own order (member after
     member, each tree's nodes as scikit-learn numbers them): per-node arrays
     given in that order are put in this one by :meth:`nodes`.  ``feature`` is
@@ -1192,7 +1213,7 @@ class ForestArrays:
                              f"bits (at most {2**29 - 1:,} nodes)")
         # the arrays are views of one buffer (``packed``), so that one row's call hands the loop one array
         # instead of four (each array a compiled function takes costs about 0.15 µs to pass)
-        self.packed, (self.records, self.depth, self.node_code, self.roots) = pack(
+        self.packed, (self.records, self.steps, self.node_code, self.roots) = pack(
             [(4 * n, np.int32), (len(trees), np.int64), (n, np.int32), (len(trees), np.int64)])
         rec = self.records.reshape(n, 4)
         first = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # each tree's root in the trees' own order
@@ -1218,7 +1239,9 @@ class ForestArrays:
         self.roots[:] = new[first]  # (the buffer starts zeroed)
         leaf = cl[order] < 0
         rec[:, 2] = 4 * np.where(leaf, np.arange(n), new[np.maximum(cl[order], 0)])  # the left child's record
-        self.depth[:] = np.maximum.reduceat(node_depth[order], self.roots)
+        self.depth = np.maximum.reduceat(node_depth[order], self.roots)
+        self.steps[:] = _steps_unlooked(node_depth[order], leaf, np.concatenate([t.n_node_samples for t in trees])[order],
+                                        sizes, self.depth)
         feature = np.concatenate([t.feature for t in trees])[order]
         for j, feats in enumerate(features):  # a bagging member's columns of the full X
             a, b = self.roots[j], self.roots[j] + sizes[j]
@@ -1327,10 +1350,24 @@ class ForestArrays:
     def nbytes(self):
         """Bytes of the arrays kept: the packed buffer the loops read, the node order and the leaf masks."""
         masks = (self.mask_feature, self.mask_key, self.mask, self.mask_start, self.mask_leaf)
-        return sum(a.nbytes for a in (self.packed, self.order, *masks) if a is not None)
+        return sum(a.nbytes for a in (self.packed, self.order, self.depth, *masks) if a is not None)
 
     def args(self):
-        return self.records, self.depth, self.node_code, self.roots
+        return self.records, self.steps, self.node_code, self.roots
+
+
+def _steps_unlooked(node_depth, leaf, samples, sizes, depth):
+    """:attr:`ForestArrays.steps`: per tree, the median over groups of eight of its training rows (drawn
+    independently) of the longest of their eight paths, from the depths of its leaves and the training rows
+    each holds (``n_node_samples``), at most the tree's ``depth``: the smallest ``d`` with ``F(d) ** 8 >=
+    1/2``, ``F(d)`` the share of the rows whose leaf is at most ``d`` levels down.  Nodes tree by tree
+    (``sizes``)."""
+    tree = np.repeat(np.arange(len(sizes)), sizes)[leaf]
+    width = int(depth.max()) + 1
+    held = np.bincount(tree * width + node_depth[leaf], weights=samples[leaf].astype(np.float64),
+                       minlength=len(sizes) * width).reshape(len(sizes), width)
+    share = np.cumsum(held, axis=1) / np.maximum(held.sum(axis=1, keepdims=True), 1)
+    return np.minimum(np.argmax(share ** 8 >= 0.5 - 1e-12, axis=1), depth)
 
 
 #: Bytes of a packed buffer's header: the start and end (in bytes) of up to 8 arrays, as int64.
@@ -1605,7 +1642,7 @@ def run_soft(X32, forest, leaf_proba, n_jobs=None, need=None):
     if n:
         f = forest
         _run(_soft_serial, _soft_parallel, n, n_jobs,
-             _rows_bytes(X32) + (_block(n, n_jobs), f.records, f.depth, leaf_proba, f.roots,
+             _rows_bytes(X32) + (_block(n, n_jobs), f.records, f.steps, leaf_proba, f.roots,
               soft_margin(len(f.roots)), need, label, n_queried, total))
     return label, n_queried, total
 
@@ -1675,7 +1712,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
                          f"got {first!r}")
     code_end = np.zeros((n, w), dtype=np.int64)
     n_queried = np.zeros(n, dtype=np.int64)
-    rec, depth, _, roots = forest.args()
+    rec, steps, _, roots = forest.args()
     step = max(1, min(LAZY_ROWS, memo.max_entries // 2, PATH_ENTRIES // w))
     for c0 in range(0, n, step):
         m = min(step, n - c0)
@@ -1700,7 +1737,7 @@ def run_forest_lazy(X32, forest, node_word, node_inc, memo, rule, n_jobs=None):
             path, path_slot = np.empty((n_live * H, w), dtype=np.int64), np.empty(n_live * H, dtype=np.int64)
             base = H * (np.cumsum(n_act) - n_act)
             _run(_lazy_serial, _lazy_parallel, n_live, n_jobs,  # threads for the rows still voting
-                 (K, np.uint64(X32.shape[1]), block, rec, depth, node_word, node_inc,
+                 (K, np.uint64(X32.shape[1]), block, rec, steps, node_word, node_inc,
                   roots, memo.keys,
                   memo.vals, H, first, status, pos, code, path_off, path_len, path_start, prev_path, prev_slot, path,
                   path_slot, base, active, n_act, code_end[c0:c0 + m], n_queried[c0:c0 + m], waiting))

@@ -94,6 +94,24 @@ def test_batches_around_the_walk_groups_and_blocks(size):
         _check(clf, X[300:], ref, (size, n_jobs))
 
 
+@pytest.mark.parametrize("steps", ["none", "depth", "random", "fitted"])
+def test_the_walk_reaches_each_rows_leaf_whatever_steps_it_takes_before_looking(steps):
+    # eight rows walk steps[j] levels without looking whether they are at their leaves, then look after each
+    # level (kernel._walk8): the leaves, and so every code and member count, must not depend on steps[j]
+    X, y = load("twonorm", n_samples=1400, random_state=ev.SEED)
+    X[np.random.default_rng(ev.SEED).random(X.shape) < 0.02] = np.nan  # (the walk that tests for NaN too)
+    X[350:] = np.where(np.isnan(X[350:]), 0.0, X[350:])  # (and blocks with no NaN: the walk that does not)
+    clf = ev.HaltingClassifier(RandomForestClassifier(41, random_state=ev.SEED), rule="exact").fit(X[:300], y[:300])
+    fa = clf._ensemble.arrays
+    assert (fa.steps < fa.depth).any() and (fa.steps <= fa.depth).all()
+    fa.steps[:] = {"none": np.zeros_like(fa.depth), "depth": fa.depth, "fitted": fa.steps,
+                   "random": np.random.default_rng(ev.SEED).integers(0, fa.depth + 1)}[steps]
+    ref = _reference(clf.member_votes(X[300:]), clf.rule_, 2)
+    for n_jobs in (None, 2):
+        clf.set_params(n_jobs=n_jobs)
+        _check(clf, X[300:], ref, (steps, n_jobs))
+
+
 @pytest.mark.parametrize("kind", ["et", "bag"])
 def test_kernel_extra_trees_and_bagging_feature_subsets(kind):
     X, y = load("waveform", n_samples=1300, random_state=ev.SEED)
@@ -203,6 +221,16 @@ def test_forest_arrays_are_the_trees_level_by_level():
     trees = [e.tree_ for e in rf.estimators_]
     fa = kernel.ForestArrays(trees, [None] * 5, [np.arange(t.node_count, dtype=np.int32) for t in trees])
     assert fa.depth.tolist() == [t.max_depth for t in trees]
+    for j, t in enumerate(trees):  # steps: the median over eight training rows of the longest path, by brute force
+        d = np.zeros(t.node_count, dtype=int)
+        for v in range(t.node_count):
+            for c in (t.children_left[v], t.children_right[v]):
+                if c >= 0:
+                    d[c] = d[v] + 1
+        leaf = t.children_left == -1
+        share = [t.n_node_samples[leaf & (d <= k)].sum() / t.n_node_samples[0] for k in range(t.max_depth + 1)]
+        assert fa.steps[j] == min(k for k in range(t.max_depth + 1) if share[k] ** 8 >= 0.5), j
+    assert (fa.steps < fa.depth).any()  # (these trees' rows mostly end above the deepest leaf)
     own = fa.nodes([np.arange(t.node_count) for t in trees])  # each node's number in its own tree
     tree = fa.nodes([np.full(t.node_count, j) for j, t in enumerate(trees)])
     assert fa.roots.tolist() == [int(np.nonzero((tree == j) & (own == 0))[0][0]) for j in range(5)]
