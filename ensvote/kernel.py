@@ -1192,8 +1192,8 @@ class ForestArrays:
     ``feature`` are views of it; ``left``, ``great_grandchild`` and
     ``nan_right`` are read from it).  Level by level, a node's (at most
     eight) great-grandchildren follow one another: the small-request walk
-    asks for them while it steps to a child (:func:`_step_ahead`).  ``node_code[k]`` is the code increment of the class the
-    leaf votes for (0 at inner nodes).
+    asks for them while it steps to a child (:func:`_step_ahead`).  ``node_code[k]`` is the code
+    increment of the class the leaf votes for (0 at inner nodes).
 
     Parameters
     ----------
@@ -1240,8 +1240,8 @@ class ForestArrays:
         leaf = cl[order] < 0
         rec[:, 2] = 4 * np.where(leaf, np.arange(n), new[np.maximum(cl[order], 0)])  # the left child's record
         self.depth = np.maximum.reduceat(node_depth[order], self.roots)
-        self.steps[:] = _steps_unlooked(node_depth[order], leaf, np.concatenate([t.n_node_samples for t in trees])[order],
-                                        sizes, self.depth)
+        samples = np.concatenate([t.n_node_samples for t in trees])[order]
+        self.steps[:] = _steps_unlooked(tree_of[order], node_depth[order], leaf, samples, self.depth)
         feature = np.concatenate([t.feature for t in trees])[order]
         for j, feats in enumerate(features):  # a bagging member's columns of the full X
             a, b = self.roots[j], self.roots[j] + sizes[j]
@@ -1356,17 +1356,16 @@ class ForestArrays:
         return self.records, self.steps, self.node_code, self.roots
 
 
-def _steps_unlooked(node_depth, leaf, samples, sizes, depth):
+def _steps_unlooked(tree, node_depth, leaf, samples, depth):
     """:attr:`ForestArrays.steps`: per tree, the median over groups of eight of its training rows (drawn
     independently) of the longest of their eight paths, from the depths of its leaves and the training rows
-    each holds (``n_node_samples``), at most the tree's ``depth``: the smallest ``d`` with ``F(d) ** 8 >=
-    1/2``, ``F(d)`` the share of the rows whose leaf is at most ``d`` levels down.  Nodes tree by tree
-    (``sizes``)."""
-    tree = np.repeat(np.arange(len(sizes)), sizes)[leaf]
-    width = int(depth.max()) + 1
-    held = np.bincount(tree * width + node_depth[leaf], weights=samples[leaf].astype(np.float64),
-                       minlength=len(sizes) * width).reshape(len(sizes), width)
-    share = np.cumsum(held, axis=1) / np.maximum(held.sum(axis=1, keepdims=True), 1)
+    each holds (``samples``, ``n_node_samples``), at most the tree's ``depth``: the smallest ``d`` with
+    ``F(d) ** 8 >= 1/2``, ``F(d)`` the share of the rows whose leaf is at most ``d`` levels down.  Per node:
+    its tree, depth, whether it is a leaf and its rows."""
+    n_trees, width = len(depth), int(depth.max()) + 1
+    held = np.bincount(tree[leaf] * width + node_depth[leaf], weights=samples[leaf].astype(np.float64),
+                       minlength=n_trees * width).reshape(n_trees, width)
+    share = np.cumsum(held, axis=1) / held.sum(axis=1, keepdims=True)  # (a tree's root holds a row at least)
     return np.minimum(np.argmax(share ** 8 >= 0.5 - 1e-12, axis=1), depth)
 
 
