@@ -718,7 +718,7 @@ class HaltingClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             else:
                 out = ens._labels_unchecked(X, d["rule_"], self.n_jobs)
                 if out is not None:
-                    return self.classes_.take(out)
+                    return out if d["_labels_are_indices"] else self.classes_.take(out)
         if self.voting == "soft":
             return self.classes_.take(ens.soft_halt(self._X(X), self.n_jobs, self.soft_lead_).labels)
         return self.classes_.take(ens.labels(self._X(X), self.rule_, self.n_jobs))

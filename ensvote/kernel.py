@@ -1136,14 +1136,42 @@ def resolve_n_jobs(n_jobs):
     return max(1, min(top, n if n > 0 else top + 1 + n))
 
 
+def _threads(n_rows, n_jobs):
+    """Threads for ``n_rows`` rows: ``n_jobs``'s, as many as leave each :data:`MIN_ROWS_PER_THREAD` rows."""
+    return min(resolve_n_jobs(n_jobs), max(1, n_rows // MIN_ROWS_PER_THREAD))
+
+
 def _block(n_rows, n_jobs):
-    """Rows per block: :data:`BLOCK`, smaller when that leaves fewer than 4 blocks per thread."""
-    threads = min(resolve_n_jobs(n_jobs), max(1, n_rows // MIN_ROWS_PER_THREAD))
-    return BLOCK if threads == 1 else max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n_rows // (4 * threads))))
+    """Rows per block: :data:`BLOCK` for one thread (:func:`_rows_per_block`)."""
+    return _rows_per_block(n_rows, _threads(n_rows, n_jobs))
+
+
+def _rows_per_block(n_rows, threads):
+    """Rows per block for ``threads`` threads: :data:`BLOCK` for one; for more, at most :data:`BLOCK`, at
+    least 4 blocks per thread where blocks of :data:`MIN_ROWS_PER_THREAD` rows allow it, and blocks enough
+    to be a multiple of the threads.  Threads take the next block as they come free (:func:`_run`): with
+    one block more than a multiple, one thread runs it while the others wait (measured on 10^5 rows, two
+    threads: 25 blocks of 4,096 rows, 13 on one thread, 12 on the other, idle for 0.65 of 5.4 ms).
+
+    The count is ``k`` blocks of ``ceil(n_rows / k)`` rows, ``k`` rounded up to a multiple of the threads,
+    which is exact when ``k * (k - 1) <= n_rows``: for 2 to 8 threads, every ``n_rows`` below 400,000
+    (``tests/test_kernel.py``); for more rows, blocks per thread are so many that the last one is a sliver.
+
+    Examples
+    --------
+    >>> from ensvote.kernel import _rows_per_block
+    >>> _rows_per_block(100_000, 1), _rows_per_block(100_000, 2), -(-100_000 // 3847)
+    (4096, 3847, 26)
+    """
+    if threads == 1:
+        return BLOCK
+    block = max(MIN_ROWS_PER_THREAD, min(BLOCK, -(-n_rows // (4 * threads))))
+    n_blocks = -(-n_rows // block)
+    return -(-n_rows // (-(-n_blocks // threads) * threads))  # n_blocks rounded up to a multiple of the threads
 
 
 def _run(serial, parallel, n_rows, n_jobs, args):
-    threads = min(resolve_n_jobs(n_jobs), max(1, n_rows // MIN_ROWS_PER_THREAD))
+    threads = _threads(n_rows, n_jobs)
     if threads <= 1:
         serial(*args)
         return

@@ -310,6 +310,22 @@ def test_n_jobs_values():
             ev.HaltingClassifier(RandomForestClassifier(5, random_state=0), n_jobs=bad).fit(X, y)
 
 
+def test_blocks_for_threads_are_as_many_as_a_multiple_of_the_threads():
+    # one thread: BLOCK rows; more: at most BLOCK, a multiple of the threads (every row count below 400,000
+    # for 2-8 threads, as the docstring says), at least 4 per thread where blocks of MIN_ROWS_PER_THREAD allow
+    assert kernel._rows_per_block(10**6, 1) == kernel.BLOCK
+    for threads in range(2, 9):
+        n = np.arange(kernel.MIN_ROWS_PER_THREAD * threads, 400_000)
+        block = np.array([kernel._rows_per_block(int(m), threads) for m in n])
+        count = -(-n // block)
+        assert (block <= kernel.BLOCK).all() and (block >= 1).all()
+        assert (count % threads == 0).all(), (threads, n[count % threads != 0][:5])
+        assert (count >= np.minimum(4 * threads, n // kernel.MIN_ROWS_PER_THREAD)).all()
+    # the blocks of _block(n, n_jobs) are what the loops get: 10^5 rows on two threads, 26 of them
+    if kernel.resolve_n_jobs(2) == 2:
+        assert -(-100_000 // kernel._block(100_000, 2)) == 26
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_lean_paths_give_the_same_errors():
     X, y = load("twonorm", n_samples=400, random_state=ev.SEED)
