@@ -563,7 +563,7 @@ def _block_keys_columns(Xb, wide, nc, a, b):
     by row, then turned 64 rows at a time (while they are in the first-level cache)."""
     K, flags = _block_keys(Xb, wide, nc, a, b)
     m = b - a
-    Kt = np.empty((nc, m), dtype=np.int32)
+    Kt = np.empty((nc, (m + 15) & ~15), dtype=np.int32)  # each column of keys a multiple of 64 bytes in
     w = np.uint64(nc)
     for i0 in range(0, m, 64):
         for c in range(nc):
