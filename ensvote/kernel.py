@@ -363,9 +363,11 @@ def _keep_voting(n, j, ids, rows, code, table, lay, code_end, n_queried):
 @njit(cache=True, nogil=True, inline="always")
 def _finish_row(K, p, j, code, rec, node_code, roots, table, lay, check):
     """One row (its keys from ``K[p]``) that has walked ``j`` trees to count code ``code``, on to its stop:
-    ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap) until
-    all four have reached their leaves (a row's path is often far shorter than its tree's depth), then their
-    votes in order, the stop checked after each tree as one tree at a time would."""
+    ``(code, n_queried)``.  Four trees side by side (one row's walk waits on each load: four overlap), each
+    step asking for the node's great-grandchildren first (:func:`_step_ahead`: a row this far into the
+    forest reads trees no other row has brought into cache), until all four have reached their leaves (a
+    row's path is often far shorter than its tree's depth), then their votes in order, the stop checked
+    after each tree as one tree at a time would."""
     T = roots.shape[0]
     while j + 4 <= T:
         two = np.uint64(2)
@@ -373,10 +375,10 @@ def _finish_row(K, p, j, code, rec, node_code, roots, table, lay, check):
         n2, n3 = np.uint64(roots[j + 2]) << two, np.uint64(roots[j + 3]) << two
         while ((np.uint64(rec[n0 + two]) != n0) | (np.uint64(rec[n1 + two]) != n1)
                | (np.uint64(rec[n2 + two]) != n2) | (np.uint64(rec[n3 + two]) != n3)):
-            n0 = _step_nan(K, p, n0, rec)
-            n1 = _step_nan(K, p, n1, rec)
-            n2 = _step_nan(K, p, n2, rec)
-            n3 = _step_nan(K, p, n3, rec)
+            n0 = _step_ahead(K, p, n0, rec, True)
+            n1 = _step_ahead(K, p, n1, rec, True)
+            n2 = _step_ahead(K, p, n2, rec, True)
+            n3 = _step_ahead(K, p, n3, rec, True)
         for leaf in (n0 >> two, n1 >> two, n2 >> two, n3 >> two):
             code += node_code[leaf]
             j += 1
