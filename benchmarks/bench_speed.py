@@ -311,7 +311,10 @@ def decisions(forest, X, steps, masked=False):
             p = path[a:a + kernel.BLOCK]
             r = len(p) % 8
             walked += 8 * int(np.maximum(p[:len(p) - r].reshape(-1, 8).max(axis=1), steps[j]).sum())
-            walked += 8 * max(int(p[-r:].max()), int(steps[j])) if r >= 2 else int(p[-1]) if r else 0
+            if r == 1:  # a last row alone: its own path
+                walked += int(p[-1])
+            elif r:  # a last group of 2-7 rows, filled up to eight
+                walked += 8 * max(int(p[-r:].max()), int(steps[j]))
     return needed, walked
 
 
