@@ -32,8 +32,13 @@ four times its index, so a step reads its node through one base address
 and keeps more of the eight walks in registers.  A block without NaN
 takes a walk that does not test for NaN.  Rows go through the trees in blocks of :data:`BLOCK`
 (tree by tree over the block's rows still voting, so a tree's nodes stay in
-cache); each row of a block once fewer than eight are still voting goes on alone, four trees side by
-side until all four reach their leaves (:func:`_finish_row`).  The rows of a small request
+cache).  Once fewer than :data:`HAND_ON` rows of a block are still voting, the block hands them on
+(:func:`_hand_on`): after all blocks, the rows handed on are walked together, tree by tree, each joining
+at the tree it had reached (:func:`_leftover_rows`).  Far into a large forest each block has only a few rows
+left, and each deep tree walked block by block would be read from memory once per block for a handful of
+rows; walked together it is read once for them all.  Once fewer than eight rows are still voting and no
+other is left to join, each goes on alone, four trees side by side until all four reach their leaves
+(:func:`_finish_row`).  The rows of a small request
 (:func:`label_rows`, up to :data:`ROW_BY_ROW` rows) have no block around them: two groups of four trees
 walk side by side, two rows' next four or one row's next eight (:func:`_rows_in_pairs`), and since such a
 walk reads nodes that are seldom in cache, each step asks for the records three levels further down
@@ -87,6 +92,11 @@ MIN_ROWS_PER_THREAD = 64
 ROW_BY_ROW = 256
 #: Rows the forest loop takes through each tree together (so the tree's nodes stay in cache).
 BLOCK = 4096
+#: Rows of a block still voting below which the forest loop hands them on, to be walked with the other blocks'
+#: (:func:`_leftover_rows`).  Measured (HYPER, 10^5 rows, one thread, against never handing on): two classes,
+#: T = 5,001: 99.9 -> 39.5 ms (8: 77.6, 128: 38.7); the benchmark's problems at T = 501 (2 x 10^4 rows) 0-6 %
+#: faster, at T = 101 within -4 % .. +2 % (twonorm +2 %: its rows handed on are walked, not masked).
+HAND_ON = 32
 #: Most leaves of every tree for the forest loop to walk them by leaf masks (:func:`_forest_block_masks`).
 MASK_LEAVES = 64
 
@@ -489,11 +499,103 @@ def _rows_in_pairs(K, width, n, rec, node_code, roots, table, lay, check, codes,
                 r0 = -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _hand_on(ids, n, rows, code, j, code_end, n_queried):
+    """The ``n`` rows still voting after ``j`` trees (entry ``q``: row :func:`_row_of` ``(rows, ids[q])`` with
+    count code ``code[q]``) handed on to :func:`_leftover_rows`: ``code_end[r]`` their code,
+    ``n_queried[r]`` = ``-1 - j`` (negative: not stopped yet)."""
+    for q in range(n):
+        r = _row_of(rows, ids[q])
+        code_end[r] = code[q]
+        n_queried[r] = -1 - j
+
+
 @njit(cache=True, nogil=True)
-def _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check,
+def _handed_on(n_queried):
+    """The rows handed on (:func:`_hand_on`), in the order of the tree they go on from (then of rows)."""
+    left = np.flatnonzero(n_queried < 0)
+    return left[np.argsort(-n_queried[left], kind="mergesort")]
+
+
+@njit(cache=True, nogil=True)
+def _parts(m, threads):
+    """Shares of ``m`` rows handed on, one per thread, each at least :data:`MIN_ROWS_PER_THREAD` rows: the
+    parallel loops deal the rows handed on (in the order of their trees) to the shares in turn,
+    ``rows[k::parts]``, so that each share walks the same trees."""
+    return max(1, min(threads, m // MIN_ROWS_PER_THREAD))
+
+
+@njit(cache=True, nogil=True)
+def _rows_keys(Xb, wide, nc, rows):
+    """:func:`_block_keys` of the rows ``rows`` (any rows of ``Xb``, row ``rows[i]``'s keys from ``K[i nc]``)."""
+    m = rows.shape[0]
+    K = np.empty(m * nc, dtype=np.int32)
+    flags = 0
+    for i in range(m):
+        out = K[i * nc:(i + 1) * nc]
+        if wide:
+            flags |= _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float64), rows[i] * nc, nc, out)
+        else:
+            flags |= _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float32), rows[i] * nc, nc, out)
+    return K, flags
+
+
+@njit(cache=True, nogil=True)
+def _leftover_rows(Xb, wide, width, rows, rec, steps, node_code, roots, table, lay, check, code_end, n_queried):
+    """The rows ``rows`` handed on by their blocks (:func:`_hand_on`; in the order of the tree they go on
+    from, :func:`_handed_on`) to their stops, tree by tree as in :func:`_forest_block`, each row joining the
+    walk at its tree: far into a forest few rows of each block are still voting, and walked block by block
+    each deep tree would be read from memory once per block for a handful of rows; walked together it is read
+    once for them all.  Once fewer than eight rows are still voting and none is left to join, each goes on
+    alone (:func:`_finish_row`)."""
+    T = roots.shape[0]
+    m = rows.shape[0]
+    if m == 0:
+        return
+    K, flags = _rows_keys(Xb, wide, width, rows)
+    nan = (flags & 1) != 0
+    nc = np.uint64(width)
+    active = np.empty(m + 7, dtype=np.int64)  # the entries of rows still voting (and room for _walk_rows)
+    leaf_of = np.empty(m + 7, dtype=np.uint32)
+    code = np.empty(m, dtype=np.int32)
+    n_active = 0
+    nxt = 0  # the next entry of rows to join
+    j = -1 - n_queried[rows[0]]
+    while j < T:
+        while nxt < m and -1 - n_queried[rows[nxt]] == j:
+            active[n_active] = nxt
+            code[n_active] = code_end[rows[nxt]]
+            n_active += 1
+            nxt += 1
+        if n_active == 0:  # (no row voting: on to the next row's tree)
+            j = -1 - n_queried[rows[nxt]]
+            continue
+        if n_active < 8 and nxt == m:
+            for i in range(n_active):
+                r = rows[active[i]]
+                code_end[r], n_queried[r] = _finish_row(K, np.uint64(active[i]) * nc, j, code[i], rec, node_code,
+                                                        roots, table, lay, check)
+            return
+        _walk_rows(K, nc, 0, active, n_active, np.uint32(roots[j]), steps[j], rec, nan, leaf_of)
+        for i in range(n_active):
+            code[i] += node_code[leaf_of[i]]
+        if j + 1 < T and check[j + 1]:
+            n_active = _keep_voting(n_active, j, active, rows, code, table, lay, code_end, n_queried)
+        j += 1
+    for i in range(n_active):
+        r = rows[active[i]]
+        code_end[r] = code[i]
+        n_queried[r] = T
+
+
+@njit(cache=True, nogil=True)
+def _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check, hand,
                   code_end, n_queried):
     """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
-    stay in cache for the whole block); each row stops exactly where a row-by-row loop would."""
+    stay in cache for the whole block); each row stops exactly where a row-by-row loop would.  Once fewer
+    than ``hand`` rows are still voting, they are handed on (:func:`_hand_on`) to the walk of all blocks'
+    last rows together (:func:`_leftover_rows`); once fewer than eight, each goes on alone
+    (:func:`_finish_row`)."""
     T = roots.shape[0]
     m = b - a
     active = np.arange(a, b + 7)  # rows still voting, in order (and room for _walk_rows)
@@ -506,6 +608,9 @@ def _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, la
     nc = np.uint64(width)
     n_active = m
     for j in range(T):
+        if n_active < hand:
+            _hand_on(active, n_active, None, code, j, code_end, n_queried)
+            return False
         if n_active < 8:  # too few to walk side by side: each row on alone, four trees at a time
             for i in range(n_active):
                 r = active[i]
@@ -526,20 +631,29 @@ def _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, la
 
 
 @njit(cache=True, nogil=True)
-def _forest_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check,
+def _forest_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check, hand,
                    code_end, n_queried, infinite):
     for a in range(0, n, block):
         infinite[a // block] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, steps, node_code, roots,
-                                             table, lay, check, code_end, n_queried)
+                                             table, lay, check, hand, code_end, n_queried)
+    if hand > 0 and not infinite.any():
+        _leftover_rows(Xb, wide, width, _handed_on(n_queried), rec, steps, node_code, roots, table, lay, check,
+                       code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _forest_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check,
-                     code_end, n_queried, infinite):
+def _forest_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check, hand,
+                     code_end, n_queried, infinite, threads):
     for k in prange((n + block - 1) // block):
         a = k * block
         infinite[k] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, steps, node_code, roots,
-                                    table, lay, check, code_end, n_queried)
+                                    table, lay, check, hand, code_end, n_queried)
+    if hand > 0 and not infinite.any():
+        rows = _handed_on(n_queried)
+        parts = _parts(rows.shape[0], threads)
+        for k in prange(parts):
+            _leftover_rows(Xb, wide, width, rows[k::parts].copy(), rec, steps, node_code, roots, table, lay, check,
+                           code_end, n_queried)
 
 
 @njit(cache=True, nogil=True)
@@ -576,14 +690,15 @@ def _block_keys_columns(Xb, wide, nc, a, b):
 
 @njit(cache=True, nogil=True)
 def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_feature, mask_key, mask, mask_start,
-                        leaf_code, table, lay, check, code_end, n_queried):
+                        leaf_code, table, lay, check, hand, code_end, n_queried):
     """:func:`_forest_block` for a forest whose trees are walked by leaf masks (:class:`ForestArrays`,
     ``mask_*``): every inner node of the tree is compared for all the rows still voting at once, one column of
     their keys against the node's threshold, clearing the bits of the leaves of its left subtree where a row
     goes right; a row's exit leaf is the lowest bit left (the leaves numbered left to right).  The compiler
     makes each node's comparison vector instructions (:func:`_mask_tree`).  A row that stops leaves the list
     of the columns still voting at once; the keys of the rows still voting are moved together once a quarter
-    of the columns are stopped rows.  Fewer than eight rows still voting go on alone (:func:`_finish_row`).
+    of the columns are stopped rows.  Fewer than ``hand`` rows still voting are handed on, as by
+    :func:`_forest_block`; fewer than eight go on alone (:func:`_finish_row`).
     Returns 1 for a block with an infinite value, 2 for one with NaN (for :func:`_forest_block`), else 0."""
     T = roots.shape[0]
     m = b - a
@@ -600,6 +715,9 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
     n_cur = m  # columns walked
     n_alive = m  # rows still voting
     for j in range(T):
+        if n_alive < hand:
+            _hand_on(cols, n_alive, rows, code, j, code_end, n_queried)
+            return 0
         if n_alive < 8:  # each row on alone, four trees at a time
             for q in range(n_alive):
                 i = cols[q]
@@ -632,35 +750,44 @@ def _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_featu
 
 @njit(cache=True, nogil=True, inline="always")
 def _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature, mask_key, mask,
-                      mask_start, leaf_code, table, lay, check, code_end, n_queried):
+                      mask_start, leaf_code, table, lay, check, hand, code_end, n_queried):
     """Block ``k`` by leaf masks (:func:`_forest_block_masks`), or by the walk (:func:`_forest_block`) if it
     has NaN; whether it has an infinite value."""
     a = k * block
     b = min(a + block, n)
     r = _forest_block_masks(Xb, wide, width, a, b, rec, node_code, roots, mask_feature, mask_key, mask,
-                            mask_start, leaf_code, table, lay, check, code_end, n_queried)
+                            mask_start, leaf_code, table, lay, check, hand, code_end, n_queried)
     if r == 2:
-        return _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check, code_end,
-                             n_queried)
+        return _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check, hand,
+                             code_end, n_queried)
     return r == 1
 
 
 @njit(cache=True, nogil=True)
 def _masks_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, mask_feature, mask_key, mask,
-                  mask_start, leaf_code, table, lay, check, code_end, n_queried, infinite):
+                  mask_start, leaf_code, table, lay, check, hand, code_end, n_queried, infinite):
     for k in range((n + block - 1) // block):
         infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature,
-                                        mask_key, mask, mask_start, leaf_code, table, lay, check, code_end,
+                                        mask_key, mask, mask_start, leaf_code, table, lay, check, hand, code_end,
                                         n_queried)
+    if hand > 0 and not infinite.any():
+        _leftover_rows(Xb, wide, width, _handed_on(n_queried), rec, steps, node_code, roots, table, lay, check,
+                       code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _masks_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, mask_feature, mask_key, mask,
-                    mask_start, leaf_code, table, lay, check, code_end, n_queried, infinite):
+                    mask_start, leaf_code, table, lay, check, hand, code_end, n_queried, infinite, threads):
     for k in prange((n + block - 1) // block):
         infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature,
-                                        mask_key, mask, mask_start, leaf_code, table, lay, check, code_end,
+                                        mask_key, mask, mask_start, leaf_code, table, lay, check, hand, code_end,
                                         n_queried)
+    if hand > 0 and not infinite.any():
+        rows = _handed_on(n_queried)
+        parts = _parts(rows.shape[0], threads)
+        for k in prange(parts):
+            _leftover_rows(Xb, wide, width, rows[k::parts].copy(), rec, steps, node_code, roots, table, lay, check,
+                           code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1172,7 +1299,9 @@ def _rows_per_block(n_rows, threads):
     return -(-n_rows // (-(-n_blocks // threads) * threads))  # n_blocks rounded up to a multiple of the threads
 
 
-def _run(serial, parallel, n_rows, n_jobs, args):
+def _run(serial, parallel, n_rows, n_jobs, args, pass_threads=False):
+    """``serial(*args)`` on one thread, or ``parallel(*args)`` on :func:`_threads`'s threads (their count as
+    one more argument if ``pass_threads``)."""
     threads = _threads(n_rows, n_jobs)
     if threads <= 1:
         serial(*args)
@@ -1184,7 +1313,7 @@ def _run(serial, parallel, n_rows, n_jobs, args):
             # blocks are handed out one at a time as threads come free (not split up front): how long a
             # block takes depends on how soon its rows stop, so a static split leaves a thread idle
             with numba.parallel_chunksize(1):
-                parallel(*args)
+                parallel(*args, threads) if pass_threads else parallel(*args)
         finally:
             numba.set_num_threads(before)
 
@@ -1603,13 +1732,15 @@ def run_forest(X, forest, table, layout, stops_at, n_jobs=None, node_code=None):
     if n:
         block = _block(n, n_jobs)
         infinite = np.zeros(-(-n // block), dtype=np.bool_)  # per block of rows
+        hand = HAND_ON if n > block else 0  # (one block: its last rows have no other block's to join)
         masks = forest.mask_args(args[2])
         if masks is None:  # the walk
             _run(_forest_serial, _forest_parallel, n, n_jobs,
-                 _rows_bytes(X) + (block,) + args + (table, layout, stops_at, code_end, n_queried, infinite))
+                 _rows_bytes(X) + (block,) + args + (table, layout, stops_at, hand, code_end, n_queried, infinite),
+                 pass_threads=True)
         else:  # leaf masks
-            _run(_masks_serial, _masks_parallel, n, n_jobs,
-                 _rows_bytes(X) + (block,) + args + masks + (table, layout, stops_at, code_end, n_queried, infinite))
+            _run(_masks_serial, _masks_parallel, n, n_jobs, _rows_bytes(X) + (block,) + args + masks
+                 + (table, layout, stops_at, hand, code_end, n_queried, infinite), pass_threads=True)
         if infinite.any():
             return None
     return code_end, n_queried
@@ -1804,14 +1935,14 @@ def compile_kernels():
     for a in (flat[0], flat[2], bits[0], bits[1]):  # the stop tables are read-only (a numba type of their own)
         a.setflags(write=False)
     for tab in (flat, bits):  # the loop with the flat table and the one with stop bits
-        args = forest + tab + (np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, np.bool_))
+        args = forest + tab + (1, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, np.bool_))
         _forest_serial(*_rows_bytes(X), BLOCK, *args)
-        _forest_parallel(*_rows_bytes(X), BLOCK, *args)
+        _forest_parallel(*_rows_bytes(X), BLOCK, *args, 1)
         for word in (np.uint32, np.uint64):  # the leaf-mask loops (one tree, its root a leaf: no inner node)
             masks = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), np.full(1, ~word(0)),
                      np.zeros(2, dtype=np.int64), i32.copy())
             _masks_serial(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:])
-            _masks_parallel(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:])
+            _masks_parallel(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:], 1)
     one_forest, views = pack([(4, np.int32), (1, np.int64), (1, np.int32), (1, np.int64)])
     views[0][:] = leaf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the row-by-row loops (and _rows_in_pairs, with and without NaN)

@@ -567,3 +567,40 @@ def test_the_leaf_mask_loop_stops_where_the_walk_stops(T, l, leaves, monkeypatch
     Xi = Xte.copy()
     Xi[500, 2] = np.inf
     assert kernel.run_forest(Xi, fa, *args) is None
+
+
+@pytest.mark.parametrize("T,l,leaves", [(101, 2, None), (301, 2, None), (101, 3, 40), (201, 3, None)])
+def test_rows_handed_on_stop_where_their_block_would_stop_them(T, l, leaves, monkeypatch):
+    """Once fewer than HAND_ON rows of a block are still voting, they are handed on and walked with the other
+    blocks' last rows, each joining at its next tree (kernel._leftover_rows): each row's code and members must
+    be those of the loop that never hands on, and the reference engine's.  Blocks of rows that stop soon and of
+    rows that go far (so rows join at many trees, with no row voting between some of them), a block with NaN,
+    float32 and float64, one and two threads (the rows handed on dealt to two shares or kept in one), the walk
+    and leaf masks, the flat table and the stop bits; handing on from 8, 32 and (more than a block) every row
+    before the first tree."""
+    X, y = load("twonorm" if l == 2 else "waveform", n_samples=1000, random_state=ev.SEED)
+    clf = ev.HaltingClassifier(RandomForestClassifier(T, max_leaf_nodes=leaves, random_state=ev.SEED),
+                               confidence=0.99).fit(X, y)
+    fa = clf._ensemble.arrays
+    assert (fa.mask is not None) == (leaves is not None)
+    rng = np.random.default_rng(ev.SEED)
+    Xte = np.concatenate([X[:300] + rng.normal(0.0, 0.1, (300, X.shape[1])), rng.normal(0.0, 0.3, (700, X.shape[1]))])
+    Xte[500, 1] = Xte[510, 4] = np.nan  # in one block of 64 rows
+    stops = engine.stop_table(clf.rule_, T, l)
+    args = stops.kernel_args()
+    assert (args[1] is None) == (T != 201)  # the flat table, or (T = 201, three classes) the stop bits
+    node_code = None if stops.flat else clf._ensemble._bits_node_code(stops)
+    monkeypatch.setattr(kernel, "BLOCK", 64)
+    monkeypatch.setattr(kernel, "HAND_ON", 0)
+    never = kernel.run_forest(Xte, fa, *args, node_code=node_code)
+    ref = _reference(clf.member_votes(Xte), clf.rule_, l)
+    assert np.array_equal(never[1], ref.n_queried)
+    # the tree after which fewer than 32 rows of each block are still voting: many trees, far apart
+    hand_at = [int(np.sort(never[1][a:a + 64])[::-1][31]) for a in range(0, len(Xte) - 63, 64)]
+    assert len(set(hand_at)) > 4 and max(hand_at) - min(hand_at) >= 8, hand_at
+    for hand in (8, 32, 65):
+        monkeypatch.setattr(kernel, "HAND_ON", hand)
+        for Xd in (Xte, Xte.astype(np.float32)):
+            for n_jobs in (None, 2):
+                got = kernel.run_forest(Xd, fa, *args, n_jobs=n_jobs, node_code=node_code)
+                assert np.array_equal(got[0], never[0]) and np.array_equal(got[1], never[1]), (hand, n_jobs)
