@@ -519,9 +519,8 @@ def _handed_on(n_queried):
 
 @njit(cache=True, nogil=True)
 def _parts(m, threads):
-    """Shares of ``m`` rows handed on, one per thread, each at least :data:`MIN_ROWS_PER_THREAD` rows: the
-    parallel loops deal the rows handed on (in the order of their trees) to the shares in turn,
-    ``rows[k::parts]``, so that each share walks the same trees."""
+    """Shares of ``m`` rows handed on, one per thread, each at least :data:`MIN_ROWS_PER_THREAD` rows
+    (:func:`_leftovers_parallel`)."""
     return max(1, min(threads, m // MIN_ROWS_PER_THREAD))
 
 
@@ -636,24 +635,34 @@ def _forest_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, tabl
     for a in range(0, n, block):
         infinite[a // block] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, steps, node_code, roots,
                                              table, lay, check, hand, code_end, n_queried)
-    if hand > 0 and not infinite.any():
-        _leftover_rows(Xb, wide, width, _handed_on(n_queried), rec, steps, node_code, roots, table, lay, check,
-                       code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _forest_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, table, lay, check, hand,
-                     code_end, n_queried, infinite, threads):
+                     code_end, n_queried, infinite):
     for k in prange((n + block - 1) // block):
         a = k * block
         infinite[k] = _forest_block(Xb, wide, width, a, min(a + block, n), rec, steps, node_code, roots,
                                     table, lay, check, hand, code_end, n_queried)
-    if hand > 0 and not infinite.any():
-        rows = _handed_on(n_queried)
-        parts = _parts(rows.shape[0], threads)
-        for k in prange(parts):
-            _leftover_rows(Xb, wide, width, rows[k::parts].copy(), rec, steps, node_code, roots, table, lay, check,
-                           code_end, n_queried)
+
+
+@njit(cache=True, nogil=True)
+def _leftovers_serial(Xb, wide, n, width, rec, steps, node_code, roots, table, lay, check, code_end, n_queried):
+    """:func:`_leftover_rows` of all the rows handed on (:func:`_hand_on`)."""
+    _leftover_rows(Xb, wide, width, _handed_on(n_queried), rec, steps, node_code, roots, table, lay, check,
+                   code_end, n_queried)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _leftovers_parallel(Xb, wide, n, width, rec, steps, node_code, roots, table, lay, check, code_end, n_queried,
+                        threads):
+    """:func:`_leftovers_serial` on ``threads`` threads: the rows handed on, in the order of their trees, dealt to
+    the shares in turn (:func:`_parts`), so that each share walks the same trees."""
+    rows = _handed_on(n_queried)
+    parts = _parts(rows.shape[0], threads)
+    for k in prange(parts):
+        _leftover_rows(Xb, wide, width, rows[k::parts].copy(), rec, steps, node_code, roots, table, lay, check,
+                       code_end, n_queried)
 
 
 @njit(cache=True, nogil=True)
@@ -770,24 +779,15 @@ def _masks_serial(Xb, wide, n, width, block, rec, steps, node_code, roots, mask_
         infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature,
                                         mask_key, mask, mask_start, leaf_code, table, lay, check, hand, code_end,
                                         n_queried)
-    if hand > 0 and not infinite.any():
-        _leftover_rows(Xb, wide, width, _handed_on(n_queried), rec, steps, node_code, roots, table, lay, check,
-                       code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _masks_parallel(Xb, wide, n, width, block, rec, steps, node_code, roots, mask_feature, mask_key, mask,
-                    mask_start, leaf_code, table, lay, check, hand, code_end, n_queried, infinite, threads):
+                    mask_start, leaf_code, table, lay, check, hand, code_end, n_queried, infinite):
     for k in prange((n + block - 1) // block):
         infinite[k] = _forest_block_any(Xb, wide, n, width, block, k, rec, steps, node_code, roots, mask_feature,
                                         mask_key, mask, mask_start, leaf_code, table, lay, check, hand, code_end,
                                         n_queried)
-    if hand > 0 and not infinite.any():
-        rows = _handed_on(n_queried)
-        parts = _parts(rows.shape[0], threads)
-        for k in prange(parts):
-            _leftover_rows(Xb, wide, width, rows[k::parts].copy(), rec, steps, node_code, roots, table, lay, check,
-                           code_end, n_queried)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1736,13 +1736,15 @@ def run_forest(X, forest, table, layout, stops_at, n_jobs=None, node_code=None):
         masks = forest.mask_args(args[2])
         if masks is None:  # the walk
             _run(_forest_serial, _forest_parallel, n, n_jobs,
-                 _rows_bytes(X) + (block,) + args + (table, layout, stops_at, hand, code_end, n_queried, infinite),
-                 pass_threads=True)
+                 _rows_bytes(X) + (block,) + args + (table, layout, stops_at, hand, code_end, n_queried, infinite))
         else:  # leaf masks
             _run(_masks_serial, _masks_parallel, n, n_jobs, _rows_bytes(X) + (block,) + args + masks
-                 + (table, layout, stops_at, hand, code_end, n_queried, infinite), pass_threads=True)
+                 + (table, layout, stops_at, hand, code_end, n_queried, infinite))
         if infinite.any():
             return None
+        if hand:  # the rows the blocks handed on, walked together
+            _run(_leftovers_serial, _leftovers_parallel, n, n_jobs,
+                 _rows_bytes(X) + args + (table, layout, stops_at, code_end, n_queried), pass_threads=True)
     return code_end, n_queried
 
 
@@ -1937,12 +1939,14 @@ def compile_kernels():
     for tab in (flat, bits):  # the loop with the flat table and the one with stop bits
         args = forest + tab + (1, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, np.bool_))
         _forest_serial(*_rows_bytes(X), BLOCK, *args)
-        _forest_parallel(*_rows_bytes(X), BLOCK, *args, 1)
+        _forest_parallel(*_rows_bytes(X), BLOCK, *args)
+        _leftovers_serial(*_rows_bytes(X), *forest, *tab, *args[-3:-1])
+        _leftovers_parallel(*_rows_bytes(X), *forest, *tab, *args[-3:-1], 1)
         for word in (np.uint32, np.uint64):  # the leaf-mask loops (one tree, its root a leaf: no inner node)
             masks = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32), np.full(1, ~word(0)),
                      np.zeros(2, dtype=np.int64), i32.copy())
             _masks_serial(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:])
-            _masks_parallel(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:], 1)
+            _masks_parallel(*_rows_bytes(X), BLOCK, *forest, *masks, *args[4:])
     one_forest, views = pack([(4, np.int32), (1, np.int64), (1, np.int32), (1, np.int64)])
     views[0][:] = leaf  # one tree, its root a leaf
     for dtype in (np.float32, np.float64):  # the row-by-row loops (and _rows_in_pairs, with and without NaN)
