@@ -210,17 +210,21 @@ def _has_nan(K, nc, rows, n):
     return False
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _keys_of(Xb, wide, start, count, out):
+    """:func:`_flat_keys` of the values ``start .. start + count - 1`` of ``Xb`` (the bytes of a C-contiguous
+    array, float64 if ``wide`` else float32: one compiled loop reads both) into ``out``; their flags."""
+    if wide:
+        return _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float64), start, count, out)
+    return _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float32), start, count, out)
+
+
 @njit(cache=True, nogil=True)
 def _block_keys(Xb, wide, nc, a, b):
     """The keys of rows ``a..b-1`` (:func:`row_keys`), flat, and :func:`row_keys`'s flags (1: NaN, 2: infinity),
-    of the rows ``Xb`` (the bytes of a C-contiguous array of ``nc`` columns, float64 if ``wide`` else float32:
-    one compiled loop reads both)."""
+    of the rows ``Xb`` of ``nc`` columns (:func:`_keys_of`)."""
     K = np.empty((b - a) * nc, dtype=np.int32)
-    if wide:
-        flags = _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float64), a * nc, (b - a) * nc, K)
-    else:
-        flags = _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float32), a * nc, (b - a) * nc, K)
-    return K, flags
+    return K, _keys_of(Xb, wide, a * nc, (b - a) * nc, K)
 
 
 def _step_or_nan(K, p, o, rec, nan):
@@ -531,101 +535,97 @@ def _rows_keys(Xb, wide, nc, rows):
     K = np.empty(m * nc, dtype=np.int32)
     flags = 0
     for i in range(m):
-        out = K[i * nc:(i + 1) * nc]
-        if wide:
-            flags |= _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float64), rows[i] * nc, nc, out)
-        else:
-            flags |= _flat_keys(_bytes_as(Xb, 0, Xb.shape[0], np.float32), rows[i] * nc, nc, out)
+        flags |= _keys_of(Xb, wide, rows[i] * nc, nc, K[i * nc:(i + 1) * nc])
     return K, flags
 
 
-@njit(cache=True, nogil=True)
-def _leftover_rows(Xb, wide, width, rows, rec, steps, node_code, roots, table, lay, check, code_end, n_queried):
-    """The rows ``rows`` handed on by their blocks (:func:`_hand_on`; in the order of the tree they go on
-    from, :func:`_handed_on`) to their stops, tree by tree as in :func:`_forest_block`, each row joining the
-    walk at its tree: far into a forest few rows of each block are still voting, and walked block by block
-    each deep tree would be read from memory once per block for a handful of rows; walked together it is read
-    once for them all.  Once fewer than eight rows are still voting and none is left to join, each goes on
-    alone (:func:`_finish_row`)."""
+def _or_zero(arr, i):
+    """``arr[i]``, or 0 if ``arr`` is None (chosen when the loop is compiled)."""
+
+
+@overload(_or_zero)
+def _or_zero_impl(arr, i):
+    if isinstance(arr, types.NoneType):
+        return lambda arr, i: 0
+    return lambda arr, i: arr[i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vote_rows(K, nc, a, m, rows, start, init, hand, nan, rec, steps, node_code, roots, table, lay, check,
+               code_end, n_queried):
+    """The tree loop of :func:`_forest_block` and :func:`_leftover_rows`: ``m`` rows, entry ``e`` the row
+    :func:`_row_of` ``(rows, a + e)`` with its keys from ``K[e nc]``, joining the walk after ``start[e]``
+    trees (ascending; None: all from the first) with count code ``init[e]`` (None: 0).  Tree by tree over
+    the rows still voting (a tree's nodes stay in cache for all of them), each row's stop checked after each
+    tree as a row-by-row loop would; ``nan``: a row may have NaN.  Once fewer than ``hand`` rows are still
+    voting, they are handed on (:func:`_hand_on`); once fewer than eight and none is left to join, each goes
+    on alone (:func:`_finish_row`)."""
     T = roots.shape[0]
-    m = rows.shape[0]
-    if m == 0:
-        return
-    K, flags = _rows_keys(Xb, wide, width, rows)
-    nan = (flags & 1) != 0
-    nc = np.uint64(width)
-    active = np.empty(m + 7, dtype=np.int64)  # the entries of rows still voting (and room for _walk_rows)
+    active = np.empty(m + 7, dtype=np.int64)  # a + the entries still voting, in order (and room for _walk_rows)
     leaf_of = np.empty(m + 7, dtype=np.uint32)
-    code = np.empty(m, dtype=np.int32)
+    code = np.empty(m, dtype=np.int32)  # code[i]: the count code of entry active[i] - a
     n_active = 0
-    nxt = 0  # the next entry of rows to join
-    j = -1 - n_queried[rows[0]]
+    nxt = 0  # the next entry to join
+    j = _or_zero(start, 0)
     while j < T:
-        while nxt < m and -1 - n_queried[rows[nxt]] == j:
-            active[n_active] = nxt
-            code[n_active] = code_end[rows[nxt]]
+        while nxt < m and _or_zero(start, nxt) == j:
+            active[n_active] = a + nxt
+            code[n_active] = _or_zero(init, nxt)
             n_active += 1
             nxt += 1
-        if n_active == 0:  # (no row voting: on to the next row's tree)
-            j = -1 - n_queried[rows[nxt]]
+        if n_active == 0:  # no row voting: on to the next one's tree, if any
+            if nxt == m:
+                return
+            j = _or_zero(start, nxt)
             continue
-        if n_active < 8 and nxt == m:
-            for i in range(n_active):
-                r = rows[active[i]]
-                code_end[r], n_queried[r] = _finish_row(K, np.uint64(active[i]) * nc, j, code[i], rec, node_code,
-                                                        roots, table, lay, check)
+        if n_active < hand:
+            _hand_on(active, n_active, rows, code, j, code_end, n_queried)
             return
-        _walk_rows(K, nc, 0, active, n_active, np.uint32(roots[j]), steps[j], rec, nan, leaf_of)
+        if n_active < 8 and nxt == m:  # too few to walk side by side: each row on alone, four trees at a time
+            for i in range(n_active):
+                r = _row_of(rows, active[i])
+                code_end[r], n_queried[r] = _finish_row(K, np.uint64(active[i] - a) * nc, j, code[i], rec,
+                                                        node_code, roots, table, lay, check)
+            return
+        _walk_rows(K, nc, a, active, n_active, np.uint32(roots[j]), steps[j], rec, nan, leaf_of)
         for i in range(n_active):
             code[i] += node_code[leaf_of[i]]
-        if j + 1 < T and check[j + 1]:
+        if j + 1 < T and check[j + 1]:  # (else no count vector with j + 1 votes stops)
             n_active = _keep_voting(n_active, j, active, rows, code, table, lay, code_end, n_queried)
         j += 1
     for i in range(n_active):
-        r = rows[active[i]]
+        r = _row_of(rows, active[i])
         code_end[r] = code[i]
         n_queried[r] = T
 
 
 @njit(cache=True, nogil=True)
+def _leftover_rows(Xb, wide, width, rows, rec, steps, node_code, roots, table, lay, check, code_end, n_queried):
+    """The rows ``rows`` handed on by their blocks (:func:`_hand_on`; in the order of the tree they go on
+    from, :func:`_handed_on`) to their stops, tree by tree (:func:`_vote_rows`), each row joining the walk at
+    its tree: far into a forest few rows of each block are still voting, and walked block by block each deep
+    tree would be read from memory once per block for a handful of rows; walked together it is read once for
+    them all."""
+    m = rows.shape[0]
+    if m == 0:
+        return
+    K, flags = _rows_keys(Xb, wide, width, rows)
+    _vote_rows(K, np.uint64(width), 0, m, rows, -1 - n_queried[rows], code_end[rows], 0, (flags & 1) != 0, rec,
+               steps, node_code, roots, table, lay, check, code_end, n_queried)
+
+
+@njit(cache=True, nogil=True)
 def _forest_block(Xb, wide, width, a, b, rec, steps, node_code, roots, table, lay, check, hand,
                   code_end, n_queried):
-    """Rows ``a..b-1``, tree by tree over the rows of the block still voting (a tree's nodes
-    stay in cache for the whole block); each row stops exactly where a row-by-row loop would.  Once fewer
-    than ``hand`` rows are still voting, they are handed on (:func:`_hand_on`) to the walk of all blocks'
-    last rows together (:func:`_leftover_rows`); once fewer than eight, each goes on alone
-    (:func:`_finish_row`)."""
-    T = roots.shape[0]
-    m = b - a
-    active = np.arange(a, b + 7)  # rows still voting, in order (and room for _walk_rows)
-    leaf_of = np.empty(m + 7, dtype=np.uint32)
-    code = np.zeros(m, dtype=np.int32)  # code[i]: the count code of row active[i]
+    """Rows ``a..b-1``, tree by tree over the rows of the block still voting (:func:`_vote_rows`); each row
+    stops exactly where a row-by-row loop would.  Once fewer than ``hand`` rows are still voting, they are
+    handed on to the walk of all blocks' last rows together (:func:`_leftover_rows`).  Whether the block has
+    a value infinite as float32 (the caller validates ``X``, and refuses it)."""
     K, flags = _block_keys(Xb, wide, width, a, b)
-    if flags & 2:  # a value infinite as float32: the caller validates X (and refuses it)
+    if flags & 2:
         return True
-    nan = (flags & 1) != 0
-    nc = np.uint64(width)
-    n_active = m
-    for j in range(T):
-        if n_active < hand:
-            _hand_on(active, n_active, None, code, j, code_end, n_queried)
-            return False
-        if n_active < 8:  # too few to walk side by side: each row on alone, four trees at a time
-            for i in range(n_active):
-                r = active[i]
-                code_end[r], n_queried[r] = _finish_row(K, np.uint64(r - a) * nc, j, code[i], rec, node_code, roots,
-                                                        table, lay, check)
-            n_active = 0
-            break
-        root = np.uint32(roots[j])
-        _walk_rows(K, nc, a, active, n_active, root, steps[j], rec, nan, leaf_of)
-        for i in range(n_active):
-            code[i] += node_code[leaf_of[i]]
-        if j + 1 < T and check[j + 1]:  # (else no count vector with j + 1 votes stops)
-            n_active = _keep_voting(n_active, j, active, None, code, table, lay, code_end, n_queried)
-    for i in range(n_active):
-        code_end[active[i]] = code[i]
-        n_queried[active[i]] = T
+    _vote_rows(K, np.uint64(width), a, b - a, None, None, None, hand, (flags & 1) != 0, rec, steps, node_code,
+               roots, table, lay, check, code_end, n_queried)
     return False
 
 

@@ -574,7 +574,8 @@ def test_rows_handed_on_stop_where_their_block_would_stop_them(T, l, leaves, mon
     """Once fewer than HAND_ON rows of a block are still voting, they are handed on and walked with the other
     blocks' last rows, each joining at its next tree (kernel._leftover_rows): each row's code and members must
     be those of the loop that never hands on, and the reference engine's.  Blocks of rows that stop soon and of
-    rows that go far (so rows join at many trees, with no row voting between some of them), a block with NaN,
+    rows that go far (so rows join at many trees), two blocks built so that no row is voting between the rows
+    the first hands on and those the second does (the walk jumps ahead to the second's tree), a block with NaN,
     float32 and float64, one and two threads (the rows handed on dealt to two shares or kept in one), the walk
     and leaf masks, the flat table and the stop bits; handing on from 8, 32 and (more than a block) every row
     before the first tree."""
@@ -604,3 +605,15 @@ def test_rows_handed_on_stop_where_their_block_would_stop_them(T, l, leaves, mon
             for n_jobs in (None, 2):
                 got = kernel.run_forest(Xd, fa, *args, n_jobs=n_jobs, node_code=node_code)
                 assert np.array_equal(got[0], never[0]) and np.array_equal(got[1], never[1]), (hand, n_jobs)
+    # rows e < f < g < h by their members queried: block 1 is 56 x e and 8 x f, which it hands on (HAND_ON = 32)
+    # once the e rows stop, and they stop after f's trees; block 2 is 40 x g and 24 x h, handed on after g's
+    # trees, later than f's: no row is voting in between
+    distinct = np.unique(never[1], return_index=True)[1]  # a row for each count of members queried, ascending
+    assert len(distinct) >= 4
+    e, f, g, h = distinct[[0, 1, 2, -1]]
+    rows = np.repeat([e, f, g, h], [56, 8, 40, 24])
+    assert never[1][f] < never[1][g]
+    monkeypatch.setattr(kernel, "HAND_ON", 32)
+    for n_jobs in (None, 2):
+        got = kernel.run_forest(Xte[rows], fa, *args, n_jobs=n_jobs, node_code=node_code)
+        assert np.array_equal(got[0], never[0][rows]) and np.array_equal(got[1], never[1][rows]), ("gap", n_jobs)
